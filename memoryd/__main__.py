@@ -1,0 +1,5 @@
+import sys
+
+from memoryd.cli import main
+
+sys.exit(main())

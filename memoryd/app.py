@@ -1,0 +1,55 @@
+"""Composition root: the only place that reads Settings and wires the parts together."""
+
+from __future__ import annotations
+
+import os
+import time
+import anyio.abc
+import structlog
+
+from memoryd import __version__
+from memoryd.config import Settings
+from memoryd.rpc import Context, Dispatcher
+from memoryd.workspaces import OwnerToken, Registry, Workspace
+
+log = structlog.get_logger("memoryd.app")
+
+
+def build_dispatcher() -> Dispatcher:
+    from memoryd.methods import admin
+
+    dispatcher = Dispatcher()
+    admin.register(dispatcher)
+    return dispatcher
+
+
+class App:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.version = __version__
+        self.started = time.monotonic()
+        self.pid = os.getpid()
+        for directory in (settings.dirs.config, settings.dirs.state):
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.owner = OwnerToken(settings.dirs.owner_token)
+        self.registry = Registry(settings.dirs.registry)
+        self.dispatcher = build_dispatcher()
+        self._task_group: anyio.abc.TaskGroup | None = None
+
+    async def start(self, tg: anyio.abc.TaskGroup) -> None:
+        self._task_group = tg
+
+    async def aclose(self) -> None:
+        self._task_group = None
+
+    async def handle_line(self, line: bytes, peer_uid: int | None, conn_id: int) -> bytes | None:
+        return await self.dispatcher.handle_line(line, Context(self, peer_uid, conn_id))
+
+    def uptime_s(self) -> float:
+        return round(time.monotonic() - self.started, 3)
+
+    async def workspace_added(self, ws: Workspace) -> None:
+        """Hook for the notes service (index + watcher); nothing yet at the foundation level."""
+
+    async def workspace_removed(self, ws: Workspace) -> None:
+        """Hook for the notes service (stop watcher, drop the derived index)."""

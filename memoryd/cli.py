@@ -1,0 +1,66 @@
+"""`memoryd serve | install-service`. Exit 3 when startup fails, with a message that says what to do."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from memoryd import __version__
+
+EXIT_STARTUP = 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memoryd", description="The memoryd daemon.")
+    parser.add_argument("--version", action="version", version=f"memoryd {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the daemon in the foreground")
+    serve.add_argument("--socket", help="socket path (default: MEMORYD_SOCKET, else <run dir>/memoryd.sock)")
+    serve.add_argument("--home", help="one directory for config, state and run (default: MEMORYD_HOME or XDG)")
+    serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    install = sub.add_parser("install-service", help="write the systemd user units or the launchd agent")
+    install.add_argument("--print", action="store_true", help="print the files instead of writing them")
+    install.add_argument("--home", help="bake this MEMORYD_HOME into the units")
+    return parser
+
+
+def serve(args: argparse.Namespace) -> int:
+    import anyio
+
+    from memoryd import log as logsetup
+    from memoryd.app import App
+    from memoryd.config import SettingsError, load_settings
+    from memoryd.server import Server, StartupError
+
+    try:
+        settings = load_settings(home=args.home, socket=args.socket, overrides={"log_level": args.log_level})
+    except SettingsError as exc:
+        sys.stderr.write(f"memoryd: {exc}\n")
+        return EXIT_STARTUP
+    logsetup.configure(settings.log_level)
+    try:
+        app = App(settings)
+        server = Server(settings, app)
+        return anyio.run(server.run)
+    except StartupError as exc:
+        sys.stderr.write(f"memoryd: {exc}\n")
+        return EXIT_STARTUP
+    except OSError as exc:
+        sys.stderr.write(f"memoryd: cannot start: {exc}\n")
+        return EXIT_STARTUP
+    except KeyboardInterrupt:
+        return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "serve":
+        return serve(args)
+    from memoryd.service import install_service
+
+    return install_service(print_only=args.print, home=args.home, out=sys.stdout)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""One frozen Settings object. Precedence: command-line flag > env ``MEMORYD_<NAME>`` > ``memoryd.yaml`` > default.
+
+``docs/reference/settings.md`` is generated from the field table below; a test fails when they differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memoryctl.paths import Dirs, resolve_dirs, socket_path
+
+
+def _setting(default: Any, help: str) -> Any:
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    log_level: str = _setting("info", "Log level: debug, info, warning, error.")
+    max_line_bytes: int = _setting(8 * 1024 * 1024, "Longest request line accepted; longer lines get an error.")
+    idle_timeout_s: float = _setting(300.0, "A connection idle this long (no complete request) is closed.")
+    drain_timeout_s: float = _setting(10.0, "On SIGTERM, how long in-flight requests may take before exit.")
+    max_connections: int = _setting(512, "Concurrent connections; more wait in the listen backlog.")
+    remember_max_bytes: int = _setting(64 * 1024, "Largest text one remember call may store (UTF-8 bytes).")
+    snippet_max_chars: int = _setting(700, "Default and maximum snippet length in search hits.")
+    search_max_limit: int = _setting(100, "Largest `limit` a search may ask for.")
+    get_max_lines: int = _setting(200, "Largest `lines` a get may ask for.")
+    chunk_max_lines: int = _setting(40, "Long sections are split into windows of this many lines.")
+    watch: bool = _setting(True, "Watch workspace memory trees and reindex on change.")
+    watch_debounce_ms: int = _setting(50, "Watcher debounce; edits are searchable within about this plus indexing.")
+    reconcile_interval_s: float = _setting(30.0, "Safety-net rescan of every workspace, in seconds.")
+
+    # Not settings proper: where things are. Filled by load_settings.
+    dirs: Dirs = field(default_factory=resolve_dirs, metadata={"internal": True})
+    socket: Path = field(default_factory=lambda: socket_path(), metadata={"internal": True})
+
+
+def public_fields() -> list[dataclasses.Field[Any]]:
+    return [f for f in dataclasses.fields(Settings) if not f.metadata.get("internal")]
+
+
+class SettingsError(ValueError):
+    pass
+
+
+def _coerce(f: dataclasses.Field[Any], raw: Any, origin: str) -> Any:
+    kind = type(f.default)
+    try:
+        if kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in {"1", "true", "yes", "on"}:
+                return True
+            if text in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError(text)
+        value = kind(raw)
+    except (TypeError, ValueError) as exc:
+        raise SettingsError(f"{origin}: {f.name} must be a {kind.__name__}, got {raw!r}") from exc
+    if kind in (int, float) and value <= 0:
+        raise SettingsError(f"{origin}: {f.name} must be positive, got {raw!r}")
+    if f.name == "log_level" and value not in {"debug", "info", "warning", "error"}:
+        raise SettingsError(f"{origin}: log_level must be debug, info, warning or error, got {raw!r}")
+    return value
+
+
+def load_settings(
+    *, home: str | None = None, socket: str | None = None, overrides: dict[str, Any] | None = None
+) -> Settings:
+    import yaml
+
+    dirs = resolve_dirs(home)
+    values: dict[str, Any] = {}
+    fields = {f.name: f for f in public_fields()}
+    if dirs.settings_file.exists():
+        try:
+            loaded = yaml.safe_load(dirs.settings_file.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise SettingsError(f"{dirs.settings_file}: not valid YAML ({exc})") from exc
+        if not isinstance(loaded, dict):
+            raise SettingsError(f"{dirs.settings_file}: expected a mapping of setting: value")
+        for key, raw in loaded.items():
+            if key not in fields:
+                raise SettingsError(f"{dirs.settings_file}: unknown setting {key!r}")
+            values[key] = _coerce(fields[key], raw, str(dirs.settings_file))
+    for name, f in fields.items():
+        env = os.environ.get(f"MEMORYD_{name.upper()}")
+        if env is not None and env != "":
+            values[name] = _coerce(f, env, f"MEMORYD_{name.upper()}")
+    for name, raw in (overrides or {}).items():
+        if raw is not None:
+            values[name] = _coerce(fields[name], raw, f"--{name.replace('_', '-')}")
+    return Settings(dirs=dirs, socket=socket_path(socket, home), **values)

@@ -1,0 +1,81 @@
+"""The only code that writes files: atomic replace, whole-line JSONL appends, path confinement (DESIGN.md §4-§5)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from memoryd.errors import AppError
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` so readers see the old or the new content, never a mix.
+
+    Temp file in the same directory, fsync, ``os.replace``, fsync the directory.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def append_line(path: Path, line: bytes) -> None:
+    """Append one whole line with a single ``write`` on O_APPEND, then fsync (DESIGN.md §5)."""
+    if not line.endswith(b"\n"):
+        line += b"\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    created = not path.exists()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        written = os.write(fd, line)
+        if written != len(line):  # pragma: no cover - regular files do not short-write short lines
+            raise OSError(f"short write: {written} of {len(line)} bytes")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        fsync_dir(path.parent)
+
+
+def confine(root: Path, relative: str, *, suffixes: tuple[str, ...] = (".md",)) -> Path:
+    """Resolve ``relative`` (or an absolute path) and prove it stays inside ``root``.
+
+    ``root`` must already be resolved. Refuses NUL bytes, escapes through ``..`` or symlinks, and files
+    without an allowed suffix, with MEMORY_PATH_TRAVERSAL. The file need not exist.
+    """
+    if "\x00" in relative:
+        raise AppError("MEMORY_PATH_TRAVERSAL", "Path contains a NUL byte")
+    if not relative.strip():
+        raise AppError("MEMORY_PATH_TRAVERSAL", "Path is empty")
+    candidate = Path(relative)
+    if not candidate.is_absolute():
+        candidate = root / candidate
+    try:
+        resolved = candidate.resolve(strict=False)
+    except (OSError, RuntimeError) as exc:  # symlink loops
+        raise AppError("MEMORY_PATH_TRAVERSAL", "Path cannot be resolved") from exc
+    if resolved != root and root not in resolved.parents:
+        raise AppError("MEMORY_PATH_TRAVERSAL")
+    if resolved.suffix.lower() not in suffixes:
+        raise AppError("MEMORY_PATH_TRAVERSAL", f"Only {', '.join(suffixes)} files can be read here")
+    return resolved

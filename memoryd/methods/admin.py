@@ -1,0 +1,139 @@
+"""ping, status, workspace.add / workspace.list / workspace.remove."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import apsw
+from pydantic import Field
+
+from memoryd.models import Empty, OwnerToken, Wire, WorkspaceRef
+from memoryd.rpc import Context, Dispatcher
+from memoryd.workspaces import Workspace
+
+if TYPE_CHECKING:
+    from memoryd.app import App
+
+
+class PingResult(Wire):
+    pong: bool = True
+    version: str
+
+
+class Probes(Wire):
+    sqlite_version: str
+    fts5: bool
+    load_extension: bool
+
+
+class StatusParams(Wire):
+    owner_token: str | None = OwnerToken
+
+
+class StatusResult(Wire):
+    version: str
+    pid: int
+    uptime_s: float
+    socket: str
+    home: str | None
+    config_dir: str
+    state_dir: str
+    workspace_count: int
+    probes: Probes
+
+
+class WorkspaceAddParams(Wire):
+    path: str = Field(min_length=1, max_length=4096, description="Absolute path of the project directory.")
+    name: str | None = Field(default=None, min_length=1, max_length=200, description="A display name.")
+
+
+class WorkspaceInfo(Wire):
+    workspace_id: str
+    path: str
+    name: str
+    added_at: str
+
+
+class WorkspaceAddResult(WorkspaceInfo):
+    created: bool = Field(description="False when the path was already registered (the call is idempotent).")
+
+
+class WorkspaceListParams(Wire):
+    owner_token: str | None = OwnerToken
+
+
+class WorkspaceListResult(Wire):
+    workspaces: list[WorkspaceInfo]
+
+
+class WorkspaceRemoveParams(Wire):
+    workspace: str = WorkspaceRef
+    owner_token: str | None = OwnerToken
+
+
+class WorkspaceRemoveResult(Wire):
+    workspace_id: str
+    removed: bool
+
+
+def info(ws: Workspace) -> WorkspaceInfo:
+    return WorkspaceInfo(workspace_id=ws.id, path=str(ws.path), name=ws.name, added_at=ws.added_at)
+
+
+def probes() -> Probes:
+    options = set(apsw.compile_options)
+    return Probes(
+        sqlite_version=apsw.sqlite_lib_version(),
+        fts5="ENABLE_FTS5" in options,
+        load_extension="OMIT_LOAD_EXTENSION" not in options,
+    )
+
+
+def register(d: Dispatcher) -> None:
+    @d.register("ping", Empty, PingResult)
+    async def ping(ctx: Context, params: Empty) -> PingResult:
+        """Liveness: answers at once with the daemon's version."""
+        app: App = ctx.app
+        return PingResult(version=app.version)
+
+    @d.register("status", StatusParams, StatusResult)
+    async def status(ctx: Context, params: StatusParams) -> StatusResult:
+        """Versions, uptime, socket, directories, workspace count and SQLite probes."""
+        app: App = ctx.app
+        dirs = app.settings.dirs
+        return StatusResult(
+            version=app.version,
+            pid=app.pid,
+            uptime_s=app.uptime_s(),
+            socket=str(app.settings.socket),
+            home=None if dirs.home is None else str(dirs.home),
+            config_dir=str(dirs.config),
+            state_dir=str(dirs.state),
+            workspace_count=len(app.registry),
+            probes=probes(),
+        )
+
+    @d.register("workspace.add", WorkspaceAddParams, WorkspaceAddResult, writes=True)
+    async def workspace_add(ctx: Context, params: WorkspaceAddParams) -> WorkspaceAddResult:
+        """Register a project directory (idempotent); creates its memory/ directory."""
+        app: App = ctx.app
+        ws, created = app.registry.add(params.path, params.name)
+        await app.workspace_added(ws)
+        return WorkspaceAddResult(**info(ws).model_dump(), created=created)
+
+    @d.register("workspace.list", WorkspaceListParams, WorkspaceListResult)
+    async def workspace_list(ctx: Context, params: WorkspaceListParams) -> WorkspaceListResult:
+        """Every registered workspace (owner only)."""
+        app: App = ctx.app
+        app.owner.check(params.owner_token)
+        return WorkspaceListResult(workspaces=[info(ws) for ws in app.registry.all()])
+
+    @d.register("workspace.remove", WorkspaceRemoveParams, WorkspaceRemoveResult, writes=True)
+    async def workspace_remove(ctx: Context, params: WorkspaceRemoveParams) -> WorkspaceRemoveResult:
+        """Unregister a workspace (owner only). Deletes nothing in the workspace; drops its derived index."""
+        app: App = ctx.app
+        app.owner.check(params.owner_token)
+        ws = app.registry.resolve(params.workspace)
+        await app.workspace_removed(ws)
+        app.registry.remove(ws)
+        return WorkspaceRemoveResult(workspace_id=ws.id, removed=True)

@@ -1,0 +1,170 @@
+"""JSON-RPC 2.0 envelope and dispatch, exactly as the specification says.
+
+Single calls, batches (every member answered, each invalid member with its own error), notifications (never
+answered, a batch of only notifications gets nothing back), -32700 with id null, -32600, -32601, -32602 with the
+validation problems summarised, -32603 with nothing internal leaked. jsonrpcserver was measured and set aside
+(docs/decisions/0001-own-jsonrpc-dispatcher.md).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import orjson
+import structlog
+from pydantic import BaseModel, ValidationError
+
+from memoryd.errors import SPECS, AppError
+
+log = structlog.get_logger("memoryd.rpc")
+
+P = TypeVar("P", bound=BaseModel)
+R = TypeVar("R", bound=BaseModel)
+_NO_ID = object()
+
+
+@dataclass(slots=True)
+class Context:
+    """Per-request view of the connection: who is calling, and the shared application object."""
+
+    app: Any
+    peer_uid: int | None = None
+    conn_id: int = 0
+    request_id: Any = None
+
+
+Handler = Callable[[Context, Any], Awaitable[BaseModel]]
+
+
+@dataclass(frozen=True, slots=True)
+class Method(Generic[P, R]):
+    name: str
+    params: type[P]
+    result: type[R]
+    handler: Callable[[Context, P], Awaitable[R]]
+    summary: str
+    writes: bool = False  # a write is refused while shutting down and with scope "all"
+
+
+def _error(name: str, message: str | None = None, **data: Any) -> dict[str, Any]:
+    spec = SPECS[name]
+    payload: dict[str, Any] = {"name": name, "hint": spec.hint}
+    payload.update(data)
+    return {"code": spec.code, "message": message or spec.message, "data": payload}
+
+
+def _response(id_: Any, *, result: Any = None, error: dict[str, Any] | None = None) -> dict[str, Any]:
+    if error is not None:
+        return {"jsonrpc": "2.0", "error": error, "id": id_}
+    return {"jsonrpc": "2.0", "result": result, "id": id_}
+
+
+def error_line(name: str, message: str | None = None, id_: Any = None, **data: Any) -> bytes:
+    return orjson.dumps(_response(id_, error=_error(name, message, **data))) + b"\n"
+
+
+def _summarise(exc: ValidationError) -> list[dict[str, Any]]:
+    # Locations, messages and types only: never the input, which may be memory text.
+    return [
+        {"loc": ".".join(str(p) for p in err["loc"]) or "(params)", "msg": err["msg"], "type": err["type"]}
+        for err in exc.errors(include_url=False, include_input=False, include_context=False)
+    ]
+
+
+@dataclass
+class Dispatcher:
+    methods: dict[str, Method[Any, Any]] = field(default_factory=dict)
+    shutting_down: bool = False
+
+    def add(self, method: Method[Any, Any]) -> None:
+        if method.name in self.methods:
+            raise ValueError(f"method {method.name} registered twice")
+        self.methods[method.name] = method
+
+    def register(
+        self, name: str, params: type[P], result: type[R], *, writes: bool = False
+    ) -> Callable[[Callable[[Context, P], Awaitable[R]]], Callable[[Context, P], Awaitable[R]]]:
+        def decorate(fn: Callable[[Context, P], Awaitable[R]]) -> Callable[[Context, P], Awaitable[R]]:
+            summary = (fn.__doc__ or "").strip()
+            self.add(Method(name, params, result, fn, summary, writes))
+            return fn
+
+        return decorate
+
+    async def handle_line(self, line: bytes, ctx: Context) -> bytes | None:
+        """One framed line in, one framed line out (or None when nothing is to be sent)."""
+        try:
+            message = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return error_line("PARSE_ERROR")
+        if isinstance(message, list):
+            if not message:
+                return error_line("INVALID_REQUEST", "Invalid Request: empty batch")
+            replies = [r for r in [await self._handle_one(m, ctx) for m in message] if r is not None]
+            return orjson.dumps(replies) + b"\n" if replies else None
+        reply = await self._handle_one(message, ctx)
+        return None if reply is None else orjson.dumps(reply) + b"\n"
+
+    async def _handle_one(self, message: Any, ctx: Context) -> dict[str, Any] | None:
+        if not isinstance(message, dict):
+            return _response(None, error=_error("INVALID_REQUEST"))
+        id_ = message.get("id", _NO_ID)
+        valid_id = id_ is _NO_ID or id_ is None or isinstance(id_, str | int | float) and not isinstance(id_, bool)
+        method_name = message.get("method")
+        params = message.get("params", _NO_ID)
+        if (
+            message.get("jsonrpc") != "2.0"
+            or not isinstance(method_name, str)
+            or not valid_id
+            or (params is not _NO_ID and not isinstance(params, dict | list))
+            or set(message) - {"jsonrpc", "method", "params", "id"}
+        ):
+            return _response(id_ if valid_id and id_ is not _NO_ID else None, error=_error("INVALID_REQUEST"))
+        notification = id_ is _NO_ID
+        started = time.perf_counter()
+        result, error = await self._call(method_name, params, ctx, id_)
+        outcome = _response(id_, result=result, error=error)
+        name = None if error is None else error["data"]["name"]
+        log.info(
+            "request",
+            method=method_name if method_name in self.methods else "(unknown)",
+            ms=round((time.perf_counter() - started) * 1000, 3),
+            error=name,
+            request_id=None if notification else id_,
+            conn=ctx.conn_id,
+        )
+        return None if notification else outcome
+
+    async def _call(
+        self, name: str, params: Any, ctx: Context, id_: Any
+    ) -> tuple[Any, dict[str, Any] | None]:
+        """Returns (result, None) or (None, error object)."""
+        method = self.methods.get(name)
+        if method is None:
+            return None, _error("METHOD_NOT_FOUND")
+        if self.shutting_down:
+            return None, AppError("MEMORY_SHUTTING_DOWN").to_error()
+        if params is _NO_ID:
+            params = {}
+        elif isinstance(params, list):
+            names = list(method.params.model_fields)
+            if len(params) > len(names):
+                too_many = {"loc": "(params)", "msg": "too many positional params", "type": "too_long"}
+                return None, _error("INVALID_PARAMS", errors=[too_many])
+            params = dict(zip(names, params, strict=False))
+        try:
+            model = method.params.model_validate(params)
+        except ValidationError as exc:
+            return None, _error("INVALID_PARAMS", errors=_summarise(exc))
+        ctx.request_id = None if id_ is _NO_ID else id_
+        try:
+            result = await method.handler(ctx, model)
+        except AppError as exc:
+            return None, exc.to_error()
+        except Exception:
+            log.exception("internal_error", method=name, request_id=ctx.request_id)
+            return None, _error("INTERNAL_ERROR")
+        return result.model_dump(mode="json", exclude_none=True), None

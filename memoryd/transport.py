@@ -1,0 +1,126 @@
+"""Unix socket and line framing only: who is on the other end, and where one request ends.
+
+One JSON value per line, UTF-8. A line over ``max_line_bytes`` is answered with REQUEST_TOO_LARGE and skipped up
+to its newline; the connection (and everyone else) keeps being served. Requests on one connection are answered in
+order; a slow or idle client holds only its own connection.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import anyio
+import anyio.abc
+import structlog
+
+from memoryd.rpc import error_line
+
+log = structlog.get_logger("memoryd.transport")
+
+_RECEIVE = 256 * 1024
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process at the other end, or None where the platform cannot tell."""
+    if sys.platform.startswith("linux"):
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _pid, uid, _gid = struct.unpack("3i", creds)
+        return int(uid)
+    if sys.platform == "darwin" or "bsd" in sys.platform:
+        # LOCAL_PEERCRED (0x001) at SOL_LOCAL (0) answers a struct xucred: version, uid, ngroups, groups[16].
+        raw = sock.getsockopt(0, 0x001, struct.calcsize("IIh16I") + 8)
+        _version, uid = struct.unpack_from("II", raw)
+        return int(uid)
+    return None
+
+
+def uid_allowed(uid: int | None, own_uid: int | None = None) -> bool:
+    """Only the daemon's own uid may talk to it. Unknown peers are refused."""
+    return uid is not None and uid == (os.getuid() if own_uid is None else own_uid)
+
+
+LineHandler = Callable[[bytes, int | None, int], Awaitable[bytes | None]]
+
+
+@dataclass
+class Connection:
+    conn_id: int
+    busy: bool = False
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+
+async def serve_connection(
+    stream: anyio.abc.SocketStream,
+    conn: Connection,
+    handle: LineHandler,
+    *,
+    max_line_bytes: int,
+    idle_timeout_s: float,
+    draining: anyio.Event,
+) -> None:
+    raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+    try:
+        uid = peer_uid(raw)
+    except OSError:
+        uid = None
+    if not uid_allowed(uid):
+        log.warning("peer_refused", peer_uid=uid, conn=conn.conn_id)
+        await stream.aclose()
+        return
+    buffer = bytearray()
+    discarding = False
+    deadline = anyio.current_time() + idle_timeout_s
+    async with stream:
+        while not draining.is_set():
+            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())) as idle:
+                try:
+                    chunk = await stream.receive(_RECEIVE)
+                except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    return
+            if idle.cancelled_caught:
+                log.debug("idle_close", conn=conn.conn_id)
+                return
+            start = 0
+            while True:
+                newline = chunk.find(b"\n", start)
+                if newline < 0:
+                    break
+                piece = chunk[start:newline]
+                start = newline + 1
+                if discarding:
+                    discarding = False
+                    buffer.clear()
+                    continue
+                if len(buffer) + len(piece) > max_line_bytes:
+                    buffer.clear()
+                    await stream.send(error_line("REQUEST_TOO_LARGE", limit=max_line_bytes))
+                    continue
+                if buffer:
+                    buffer += piece
+                    line = bytes(buffer)
+                    buffer.clear()
+                else:
+                    line = piece
+                if not line.strip():
+                    continue
+                conn.busy = True
+                try:
+                    reply = await handle(line, uid, conn.conn_id)
+                    if reply is not None:
+                        await stream.send(reply)
+                finally:
+                    conn.busy = False
+                deadline = anyio.current_time() + idle_timeout_s
+                if draining.is_set():
+                    return
+            if not discarding:
+                buffer += chunk[start:]
+                if len(buffer) > max_line_bytes:
+                    buffer.clear()
+                    discarding = True
+                    await stream.send(error_line("REQUEST_TOO_LARGE", limit=max_line_bytes))
