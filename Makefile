@@ -10,12 +10,15 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# compileall: byte-compile once, so memoryctl starts fast even where PYTHONDONTWRITEBYTECODE is set.
 $(RUN_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m compileall -q memoryd client >/dev/null
 	touch $@
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m compileall -q memoryd client >/dev/null
 	touch $@ $(RUN_STAMP)
 
 run: $(RUN_STAMP)

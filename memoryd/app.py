@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+
 import anyio.abc
 import structlog
 

@@ -64,3 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+def entry() -> None:
+    sys.exit(main())

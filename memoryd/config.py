@@ -11,7 +11,46 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memoryctl.paths import Dirs, resolve_dirs, socket_path
+from memoryctl import paths
+
+
+@dataclass(frozen=True, slots=True)
+class Dirs:
+    """The daemon's directories (see memoryctl.paths for how they are chosen)."""
+
+    home: Path | None
+    config: Path
+    state: Path
+    run: Path
+
+    @classmethod
+    def resolve(cls, home: str | None = None) -> Dirs:
+        raw = paths.resolve_dirs(home)
+        return cls(None if raw.home is None else Path(raw.home), Path(raw.config), Path(raw.state), Path(raw.run))
+
+    @property
+    def owner_token(self) -> Path:
+        return self.config / "owner.token"
+
+    @property
+    def settings_file(self) -> Path:
+        return self.config / "memoryd.yaml"
+
+    @property
+    def registry(self) -> Path:
+        return self.config / "workspaces.yaml"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.run / "memoryd.pid"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.run / "memoryd.lock"
+
+    @property
+    def workspaces_state(self) -> Path:
+        return self.state / "workspaces"
 
 
 def _setting(default: Any, help: str) -> Any:
@@ -35,8 +74,8 @@ class Settings:
     reconcile_interval_s: float = _setting(30.0, "Safety-net rescan of every workspace, in seconds.")
 
     # Not settings proper: where things are. Filled by load_settings.
-    dirs: Dirs = field(default_factory=resolve_dirs, metadata={"internal": True})
-    socket: Path = field(default_factory=lambda: socket_path(), metadata={"internal": True})
+    dirs: Dirs = field(default_factory=Dirs.resolve, metadata={"internal": True})
+    socket: Path = field(default_factory=lambda: Path(paths.socket_path()), metadata={"internal": True})
 
 
 def public_fields() -> list[dataclasses.Field[Any]]:
@@ -48,7 +87,7 @@ class SettingsError(ValueError):
 
 
 def _coerce(f: dataclasses.Field[Any], raw: Any, origin: str) -> Any:
-    kind = type(f.default)
+    kind: Any = type(f.default)
     try:
         if kind is bool:
             if isinstance(raw, bool):
@@ -74,7 +113,7 @@ def load_settings(
 ) -> Settings:
     import yaml
 
-    dirs = resolve_dirs(home)
+    dirs = Dirs.resolve(home)
     values: dict[str, Any] = {}
     fields = {f.name: f for f in public_fields()}
     if dirs.settings_file.exists():
@@ -95,4 +134,4 @@ def load_settings(
     for name, raw in (overrides or {}).items():
         if raw is not None:
             values[name] = _coerce(fields[name], raw, f"--{name.replace('_', '-')}")
-    return Settings(dirs=dirs, socket=socket_path(socket, home), **values)
+    return Settings(dirs=dirs, socket=Path(paths.socket_path(socket, home)), **values)

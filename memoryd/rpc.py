@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 import structlog
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, RootModel, ValidationError
 
 from memoryd.errors import SPECS, AppError
 
@@ -112,7 +112,7 @@ class Dispatcher:
         if not isinstance(message, dict):
             return _response(None, error=_error("INVALID_REQUEST"))
         id_ = message.get("id", _NO_ID)
-        valid_id = id_ is _NO_ID or id_ is None or isinstance(id_, str | int | float) and not isinstance(id_, bool)
+        valid_id = id_ is _NO_ID or id_ is None or (isinstance(id_, str | int | float) and not isinstance(id_, bool))
         method_name = message.get("method")
         params = message.get("params", _NO_ID)
         if (
@@ -138,9 +138,7 @@ class Dispatcher:
         )
         return None if notification else outcome
 
-    async def _call(
-        self, name: str, params: Any, ctx: Context, id_: Any
-    ) -> tuple[Any, dict[str, Any] | None]:
+    async def _call(self, name: str, params: Any, ctx: Context, id_: Any) -> tuple[Any, dict[str, Any] | None]:
         """Returns (result, None) or (None, error object)."""
         method = self.methods.get(name)
         if method is None:
@@ -149,7 +147,7 @@ class Dispatcher:
             return None, AppError("MEMORY_SHUTTING_DOWN").to_error()
         if params is _NO_ID:
             params = {}
-        elif isinstance(params, list):
+        elif isinstance(params, list) and not issubclass(method.params, RootModel):
             names = list(method.params.model_fields)
             if len(params) > len(names):
                 too_many = {"loc": "(params)", "msg": "too many positional params", "type": "too_long"}

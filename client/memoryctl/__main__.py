@@ -1,0 +1,3 @@
+from memoryctl.cli import entry
+
+entry()

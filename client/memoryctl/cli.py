@@ -1,0 +1,337 @@
+"""memoryctl: verbs mirror the daemon's methods (`memoryctl workspace add` ↔ `workspace.add`).
+
+Standard library only, so a hook or a person gets an answer in tens of milliseconds.
+Exit codes: 0 ok, 1 application error, 2 usage, 3 daemon unavailable, 4 forbidden, 5 protocol error,
+6 timeout, 130 interrupted (docs/reference/cli.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from memoryctl import __version__
+from memoryctl.rpc import ClientError, RemoteError, connect, environ_timeout, owner_token
+
+TYPE_CHECKING = False  # `import typing` costs ~3 ms of start-up
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from memoryctl.rpc import Connection
+
+    Render = Callable[[Any], str]
+
+EXIT_OK, EXIT_APP, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_FORBIDDEN, EXIT_PROTOCOL = 0, 1, 2, 3, 4, 5
+
+# The daemon's error names that get an exit code other than 1; a test checks this against memoryd.errors.
+EXIT_CODES = {
+    "PARSE_ERROR": 5,
+    "INVALID_REQUEST": 5,
+    "REQUEST_TOO_LARGE": 5,
+    "METHOD_NOT_FOUND": 5,
+    "INVALID_PARAMS": 2,
+    "MEMORY_PATH_TRAVERSAL": 4,
+    "MEMORY_FORBIDDEN": 4,
+    "MEMORY_SHUTTING_DOWN": 3,
+}
+
+
+class Usage(Exception):
+    pass
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _human_dict(data: Any, indent: str = "") -> str:
+    if not isinstance(data, dict):
+        return f"{indent}{data}"
+    lines = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            lines.append(f"{indent}{key}:")
+            lines.append(_human_dict(value, indent + "  "))
+        elif isinstance(value, list):
+            lines.append(f"{indent}{key}: {len(value)} item(s)")
+            for item in value:
+                lines.append(
+                    _human_dict(item, indent + "  - ")
+                    if not isinstance(item, dict)
+                    else indent + "  - " + ", ".join(f"{k}={v}" for k, v in item.items())
+                )
+        else:
+            lines.append(f"{indent}{key}: {value}")
+    return "\n".join(lines)
+
+
+# --- verbs: each returns (method, params, renderer) -------------------------------------------------------
+
+
+def _workspace(args: argparse.Namespace) -> str:
+    if args.workspace:
+        ref = str(args.workspace)
+        return ref if ref.startswith("ws_") else os.path.abspath(ref)
+    return os.getcwd()
+
+
+def _project_root(start: str) -> str:
+    """The nearest directory upwards that looks like a project root (.git, memory/, spec/memory), else start."""
+    current = os.path.abspath(start)
+    while True:
+        if any(os.path.exists(os.path.join(current, marker)) for marker in (".git", "memory", "spec/memory")):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return os.path.abspath(start)
+        current = parent
+
+
+def _render_hits(result: dict[str, Any]) -> str:
+    hits = result.get("hits", [])
+    out = []
+    if result.get("stale"):
+        pending = result.get("pending", [])
+        out.append(f"(index is catching up: {len(pending)} file(s) pending)")
+    if result.get("degraded"):
+        out.append(f"(degraded: {result['degraded'].get('reason')})")
+    if not hits:
+        out.append("no matches")
+    for hit in hits:
+        ws = f"[{hit['workspace_id']}] " if result.get("scope") == "all" else ""
+        out.append(f"{ws}{hit['path']}:{hit['start_line']}  {hit.get('heading', '')}".rstrip())
+        for line in str(hit.get("snippet", "")).splitlines():
+            out.append(f"    {line}")
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+def verb_call(args: argparse.Namespace) -> tuple[str, dict[str, Any], Render]:
+    verb = args.verb
+    if verb == "ping":
+        return "ping", {}, lambda r: f"pong (memoryd {r['version']})"
+    if verb == "status":
+        params: dict[str, Any] = {}
+        if args.workspace:
+            params["workspace"] = _workspace(args)
+        if args.all:
+            params["owner_token"] = owner_token()
+            params["scope"] = "all"
+        return "status", params, _human_dict
+    if verb == "workspace":
+        if args.ws_verb == "add":
+            params = {"path": os.path.abspath(args.path)}
+            if args.name:
+                params["name"] = args.name
+            return (
+                "workspace.add",
+                params,
+                lambda r: f"{r['workspace_id']}  {r['path']}" + ("" if r.get("created") else "  (already registered)"),
+            )
+        if args.ws_verb == "list":
+            return (
+                "workspace.list",
+                {"owner_token": owner_token()},
+                lambda r: (
+                    "\n".join(f"{w['workspace_id']}  {w['name']}  {w['path']}" for w in r["workspaces"])
+                    or "no workspaces"
+                ),
+            )
+        ref = args.ref if args.ref.startswith("ws_") else os.path.abspath(args.ref)
+        return (
+            "workspace.remove",
+            {"workspace": ref, "owner_token": owner_token()},
+            lambda r: f"unregistered {r['workspace_id']} (files left untouched)",
+        )
+    if verb == "init":
+        root = os.path.abspath(args.path) if args.path else _project_root(os.getcwd())
+        params = {"path": root}
+        if args.name:
+            params["name"] = args.name
+        return (
+            "workspace.add",
+            params,
+            lambda r: (
+                f"{'registered' if r.get('created') else 'already registered'} {r['workspace_id']}  {r['path']}\n"
+                f"memory lives in {os.path.join(r['path'], 'memory')}"
+            ),
+        )
+    if verb == "remember":
+        text = sys.stdin.read() if args.text == "-" else args.text
+        params = {"workspace": _workspace(args), "text": text, "type": args.type}
+        for key in ("reason", "followup"):
+            if getattr(args, key):
+                params[key] = getattr(args, key)
+        if args.dry_run:
+            params["dry_run"] = True
+        return (
+            "remember",
+            params,
+            lambda r: (
+                ("would write " if r.get("dry_run") else "remembered ")
+                + f"{r['path']}:{r['start_line']} ({r['lines']} lines, id {r['id']})"
+            ),
+        )
+    if verb == "search":
+        params = {"query": args.query, "limit": args.limit}
+        if args.snippet_max_chars:
+            params["snippet_max_chars"] = args.snippet_max_chars
+        if args.all:
+            params.update(scope="all", owner_token=owner_token())
+        else:
+            params["workspace"] = _workspace(args)
+        return "search", params, _render_hits
+    if verb == "get":
+        params = {
+            "workspace": _workspace(args),
+            "path": args.path,
+            "from_line": args.from_line,
+            "lines": args.lines,
+        }
+        return "get", params, lambda r: r["text"]
+    if verb == "index":
+        params = {"full": bool(args.full)}
+        if args.all:
+            params.update(scope="all", owner_token=owner_token())
+        else:
+            params["workspace"] = _workspace(args)
+        return "index", params, _human_dict
+    if verb == "validate":
+        params = {}
+        if args.all:
+            params.update(scope="all", owner_token=owner_token())
+        else:
+            params["workspace"] = _workspace(args)
+        return "validate", params, _render_validate
+    raise Usage(f"unknown verb {verb}")
+
+
+def _render_validate(result: dict[str, Any]) -> str:
+    out = []
+    for report in result.get("reports", []):
+        out.append(f"{report['workspace_id']}  {'ok' if report['ok'] else 'problems found'}")
+        for problem in report.get("problems", []):
+            where = f"{problem['path']}:{problem['line']}" if problem.get("line") else problem.get("path", "")
+            out.append(f"  {problem['severity']}: {where}  {problem['message']}")
+    return "\n".join(out) or "nothing to validate"
+
+
+def _common(top: bool) -> argparse.ArgumentParser:
+    """Global options, accepted before or after the verb. Below the top level their defaults are
+    SUPPRESS, so a subparser never overwrites what was given before the verb."""
+    common = argparse.ArgumentParser(add_help=False)
+    extra: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
+    common.add_argument("--json", action="store_true", help='machine output: {"ok": true, "data": …}', **extra)
+    common.add_argument("--socket", help="daemon socket (default: MEMORYD_SOCKET or the standard location)", **extra)
+    common.add_argument("--timeout", type=float, help="seconds to wait for an answer (default 30)", **extra)
+    common.add_argument("--autostart", action="store_true", help="start memoryd in the background if needed", **extra)
+    common.add_argument("--workspace", "-w", help="workspace id or path (default: the one containing cwd)", **extra)
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common(top=False)
+    parser = argparse.ArgumentParser(
+        prog="memoryctl", parents=[_common(top=True)], description=(__doc__ or "").split("\n")[0]
+    )
+    parser.add_argument("--version", action="version", version=f"memoryctl {__version__}")
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    sub.add_parser("ping", parents=[common], help="is the daemon alive?")
+    status = sub.add_parser("status", parents=[common], help="daemon and workspace status")
+    status.add_argument("--all", action="store_true", help="every workspace (owner)")
+
+    ws = sub.add_parser("workspace", parents=[common], help="the workspace registry")
+    ws_sub = ws.add_subparsers(dest="ws_verb", required=True, metavar="ACTION")
+    add = ws_sub.add_parser("add", parents=[common], help="register a project directory")
+    add.add_argument("path")
+    add.add_argument("--name")
+    ws_sub.add_parser("list", parents=[common], help="list workspaces (owner)")
+    remove = ws_sub.add_parser("remove", parents=[common], help="unregister (files are kept; owner)")
+    remove.add_argument("ref", metavar="PATH|ID")
+
+    init = sub.add_parser("init", parents=[common], help="register the project containing the cwd")
+    init.add_argument("path", nargs="?")
+    init.add_argument("--name")
+
+    remember = sub.add_parser("remember", parents=[common], help="append an entry to today's daily file")
+    remember.add_argument("text", help="the text, or - to read standard input")
+    remember.add_argument("--type", default="note", choices=["decision", "event", "summary", "note"])
+    remember.add_argument("--reason")
+    remember.add_argument("--followup")
+    remember.add_argument("--dry-run", action="store_true", help="show the planned write; write nothing")
+
+    search = sub.add_parser("search", parents=[common], help="search memory (BM25; Chinese works)")
+    search.add_argument("query")
+    search.add_argument("--limit", "-n", type=int, default=8)
+    search.add_argument("--snippet-max-chars", type=int)
+    search.add_argument("--all", action="store_true", help="every workspace, read-only (owner)")
+
+    get = sub.add_parser("get", parents=[common], help="read lines of a memory file")
+    get.add_argument("path", help="e.g. memory/2026-01-01.md (as search prints it)")
+    get.add_argument("--from", dest="from_line", type=int, default=1)
+    get.add_argument("--lines", type=int, default=40)
+
+    index = sub.add_parser("index", parents=[common], help="bring the index up to date")
+    index.add_argument("--full", action="store_true", help="rebuild from the files")
+    index.add_argument("--all", action="store_true", help="every workspace (owner)")
+
+    validate = sub.add_parser("validate", parents=[common], help="check layout, headings and paths")
+    validate.add_argument("--all", action="store_true", help="every workspace (owner)")
+    return parser
+
+
+def _emit_error(
+    args: argparse.Namespace | None, name: str, message: str, hint: str, extra: dict[str, Any] | None = None
+) -> None:
+    if args is not None and getattr(args, "json", False):
+        error: dict[str, Any] = {"name": name, "message": message, "hint": hint}
+        if extra:
+            error.update({k: v for k, v in extra.items() if k not in ("name", "hint")})
+        _write(json.dumps({"ok": False, "error": error}, ensure_ascii=False))
+    else:
+        sys.stderr.write(f"memoryctl: {name}: {message}\n")
+        if extra and extra.get("errors"):
+            for problem in extra["errors"]:
+                sys.stderr.write(f"  - {problem.get('loc')}: {problem.get('msg')}\n")
+        if hint:
+            sys.stderr.write(f"hint: {hint}\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_USAGE
+    from memoryctl.paths import socket_path
+
+    path = str(socket_path(args.socket))
+    timeout = args.timeout if args.timeout else environ_timeout(30.0)
+    try:
+        method, params, render = verb_call(args)
+        conn: Connection = connect(path, timeout, args.autostart)
+        with conn:
+            result = conn.call(method, params)
+    except Usage as exc:
+        _emit_error(args, "USAGE", str(exc), "See memoryctl --help.")
+        return EXIT_USAGE
+    except ClientError as exc:
+        _emit_error(args, exc.name, exc.message, exc.hint)
+        return exc.exit_code
+    except RemoteError as exc:
+        _emit_error(args, exc.name, exc.message, exc.hint, exc.data)
+        return EXIT_CODES.get(exc.name, EXIT_APP)
+    except KeyboardInterrupt:
+        return 130
+    if args.json:
+        _write(json.dumps({"ok": True, "data": result}, ensure_ascii=False))
+    else:
+        _write(render(result))
+    return EXIT_OK
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""Talk to memoryd: one JSON-RPC 2.0 request per line over the Unix socket. Standard library only."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import socket
+import sys
+import time
+
+TYPE_CHECKING = False  # `import typing` costs ~3 ms of start-up
+if TYPE_CHECKING:
+    from typing import Any
+
+_ids = itertools.count(1)
+
+
+class ClientError(Exception):
+    """A failure on this side of the socket, named like the daemon's errors."""
+
+    def __init__(self, name: str, message: str, hint: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.name = name
+        self.message = message
+        self.hint = hint
+        self.exit_code = exit_code
+
+
+class RemoteError(Exception):
+    """The daemon answered with an error object."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        raw = error.get("data")
+        data: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        self.code = error.get("code")
+        self.name = str(data.get("name") or "ERROR")
+        self.message = str(error.get("message") or "error")
+        self.hint = str(data.get("hint") or "")
+        self.data = data
+        super().__init__(self.message)
+
+
+def unavailable(path: str, detail: str) -> ClientError:
+    return ClientError(
+        "DAEMON_UNAVAILABLE",
+        f"memoryd is not answering on {path} ({detail})",
+        "Start it with `memoryd serve` (or `make run`), or pass --autostart to start one in the background.",
+        3,
+    )
+
+
+class Connection:
+    def __init__(self, path: str, timeout: float) -> None:
+        self.path = path
+        self.timeout = timeout
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.connect(path)
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            self.sock.close()
+            raise unavailable(path, exc.strerror or type(exc).__name__) from None
+        except TimeoutError:
+            self.sock.close()
+            raise unavailable(path, "connect timed out") from None
+        except OSError as exc:
+            self.sock.close()
+            raise unavailable(path, exc.strerror or str(exc)) from None
+        self._buffer = b""
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        request = {"jsonrpc": "2.0", "method": method, "params": params or {}, "id": next(_ids)}
+        line = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        try:
+            self.sock.sendall(line)
+            reply = self._read_line()
+        except TimeoutError:
+            raise ClientError(
+                "TIMEOUT",
+                f"memoryd did not answer {method} within {self.timeout:g} s",
+                "Retry with a larger --timeout; `memoryctl status` shows whether the daemon is busy.",
+                6,
+            ) from None
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise unavailable(self.path, exc.strerror or "connection lost") from None
+        try:
+            message = json.loads(reply)
+        except ValueError:
+            raise ClientError("PROTOCOL_ERROR", "memoryd sent a line that is not JSON", "Update memoryd.", 5) from None
+        if not isinstance(message, dict):
+            raise ClientError("PROTOCOL_ERROR", "memoryd sent an unexpected reply", "Update memoryd.", 5)
+        if "error" in message:
+            raise RemoteError(message["error"])
+        return message.get("result")
+
+    def _read_line(self) -> bytes:
+        while True:
+            newline = self._buffer.find(b"\n")
+            if newline >= 0:
+                line, self._buffer = self._buffer[:newline], self._buffer[newline + 1 :]
+                return line
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                raise ConnectionResetError(0, "daemon closed the connection")
+            self._buffer += chunk
+
+
+def start_daemon(path: str, wait_s: float = 15.0) -> None:
+    """Start ``memoryd serve`` in the background (its own session) and wait until it answers ping."""
+    import subprocess
+
+    from memoryctl.paths import resolve_dirs
+
+    log_file = resolve_dirs().log_file
+    os.makedirs(os.path.dirname(log_file), mode=0o700, exist_ok=True)
+    command = [sys.executable, "-m", "memoryd", "serve", "--socket", path]
+    with open(log_file, "ab") as log:
+        subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True
+        )
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            with Connection(path, timeout=1.0) as conn:
+                conn.call("ping")
+                return
+        except ClientError:
+            time.sleep(0.05)
+    raise ClientError(
+        "DAEMON_UNAVAILABLE",
+        f"started memoryd but it did not answer within {wait_s:g} s",
+        f"See its log: {log_file}",
+        3,
+    )
+
+
+def connect(path: str, timeout: float, autostart: bool) -> Connection:
+    try:
+        return Connection(path, timeout)
+    except ClientError:
+        if not autostart:
+            raise
+    start_daemon(path)
+    return Connection(path, timeout)
+
+
+def owner_token() -> str | None:
+    from memoryctl.paths import resolve_dirs
+
+    try:
+        with open(resolve_dirs().owner_token, encoding="ascii") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def environ_timeout(default: float) -> float:
+    try:
+        return float(os.environ.get("MEMORYCTL_TIMEOUT", default))
+    except ValueError:
+        return default

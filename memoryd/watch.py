@@ -1,0 +1,302 @@
+"""Watch one workspace's memory subtrees and report the paths that may have changed.
+
+Design and trade-offs
+---------------------
+* **Watch each existing subtree root directly, never the workspace root.** A recursive watch on the
+  workspace root adds one inotify watch per directory under it (``node_modules``, ``.venv``, build
+  output ...) even with a ``watch_filter``: it is slow to arm and can exhaust
+  ``fs.inotify.max_user_watches``. A subtree nested in another existing subtree is covered by the outer one.
+* **Re-arm instead of watching parents.** The backend is closed and re-armed when the set of existing
+  roots or their ``(st_dev, st_ino)`` changes, or when an event names a subtree root itself (inotify
+  reports DELETE_SELF / MOVE_SELF of a watched root). The inode check alone is not enough: ext4 hands the
+  same inode back after ``rm -rf memory && mkdir memory``. Roots are stat()ed each time the backend
+  returns: at least every 250 ms while a subtree is missing (so ``mkdir -p spec/memory/...`` is noticed
+  quickly), every 1 s otherwise. That costs a few stat() calls per tick and no watches outside the subtrees.
+* **Snapshots close every gap.** We keep ``(inode, size, mtime_ns)`` of every memory file. After each
+  (re-)arm we rescan the roots and report every path whose signature differs, so files written before the
+  new watch existed (``mkdir -p x && echo > x/a.yaml``) and changes made during the re-arm window are
+  reported. The same map yields the files under a deleted or moved-away directory, for which the backend
+  may report only the directory. A directory named in an event is rescanned and all files under it reported
+  (events right after ``mkdir -p`` are sometimes lost).
+* **Event kinds are ignored.** Atomic replaces show up as ``added``; every event just means "this path may
+  have changed"; callers stat the path.
+* **We drive** ``watchfiles._rust_notify.RustNotify`` (the documented Rust backend that ``awatch`` is a
+  thin loop around) with the same ``debounce``/``step``/``stop_event`` parameters, rather than ``awatch``:
+  its constructor arms the watches synchronously, so ``task_status.started()`` and the post-arm snapshot
+  are race-free (``awatch`` arms lazily inside its first ``__anext__``); the timeout can vary per call; and
+  the blocking ``watch()`` call runs on a private one-thread ``CapacityLimiter`` instead of holding one of
+  anyio's 40 shared worker threads per workspace. Stopping always goes through ``stop_event`` (checked
+  every ``step`` ms), never through thread cancellation, which takes 4-5 s.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import structlog
+from watchfiles._rust_notify import RustNotify
+
+__all__ = ["ChangeCallback", "WorkspaceWatcher"]
+
+ChangeCallback = Callable[[set[Path]], Awaitable[None]]
+_Sig = tuple[int, int, int]
+_Ident = tuple[int, int]
+
+log = structlog.get_logger(__name__)
+
+POLLING_ENV = "MEMORYD_WATCH_POLLING"
+_TEMP_ENDINGS = ("~", ".swp", ".swx", ".tmp", "4913")
+_MISSING_TICK_MS = 250  # how often missing subtree roots are looked for
+_IDLE_TICK_MS = 1000  # how often existing roots are re-checked when nothing happens
+_POLL_DELAY_MS = 200  # backend poll period when polling is forced
+
+
+def _ignored(name: str) -> bool:
+    """Hidden names (including ``.git``) and editor temp/backup files."""
+    return name.startswith(".") or name.endswith(_TEMP_ENDINGS)
+
+
+def _file_sig(path: Path) -> _Sig | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
+
+
+def _dir_ident(path: Path) -> _Ident | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+
+
+async def _set_on_exit(event: anyio.Event) -> None:
+    try:
+        await anyio.sleep_forever()
+    finally:
+        event.set()  # run() cancelled from outside: let the backend thread return within one step
+
+
+class WorkspaceWatcher:
+    """Watch ``subtrees`` of ``workspace_root`` and call ``on_change`` with batches of absolute paths.
+
+    Only files ending in ``suffixes`` are reported; hidden names, editor temp files (``*~``, ``*.swp``,
+    ``*.swx``, ``*.tmp``, vim's ``4913``) and anything inside ``.git/`` are ignored. Reported paths may
+    have been added, modified or deleted. ``on_change`` and ``reconcile`` are awaited one at a time from
+    the watch loop (never concurrently); their exceptions are logged and the watcher carries on.
+    ``reconcile`` runs every ``reconcile_interval_s`` as a safety net.
+
+    Set the environment variable ``MEMORYD_WATCH_POLLING=1`` to force stat() polling instead of native
+    notifications (network, FUSE or container filesystems that do not deliver inotify events). Polling is
+    also used automatically if native watches cannot be created (e.g. the inotify watch limit is reached).
+
+    ``stop()`` must be called from the event loop thread; ``run()`` returns within one ``step``
+    (<= 50 ms) plus the duration of a callback in flight. Cancelling ``run()`` is prompt as well.
+    A stopped watcher cannot be restarted.
+    """
+
+    def __init__(
+        self,
+        workspace_root: Path,
+        subtrees: Sequence[str],
+        *,
+        on_change: ChangeCallback,
+        suffixes: tuple[str, ...] = (".md", ".yaml", ".yml"),
+        debounce_ms: int = 50,
+        reconcile_interval_s: float = 30.0,
+        reconcile: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.workspace_root = Path(os.path.abspath(workspace_root))
+        roots: list[Path] = []
+        for sub in subtrees:
+            rel = Path(sub)
+            if rel.is_absolute() or ".." in rel.parts or not rel.parts:
+                raise ValueError(f"subtree must be a relative path inside the workspace: {sub!r}")
+            roots.append(self.workspace_root / rel)
+        # Deepest first, so that _wanted() judges a path against its most specific subtree.
+        self._subtrees = sorted(set(roots), key=lambda p: len(p.parts), reverse=True)
+        self._on_change = on_change
+        self._suffixes = suffixes
+        self._debounce_ms = max(1, debounce_ms)
+        self._step_ms = max(5, min(50, self._debounce_ms // 2))
+        self._reconcile_interval_s = reconcile_interval_s
+        self._reconcile = reconcile
+        self._polling = os.environ.get(POLLING_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+        self._known: dict[Path, _Sig] = {}
+        self._armed: dict[Path, _Ident] = {}
+        self._stop_requested = False
+        self._stop_event: anyio.Event | None = None
+        self._next_reconcile = 0.0
+        self._arm_error_logged = False
+
+    def stop(self) -> None:
+        """Make ``run()`` return promptly. Idempotent; may be called before ``run()``."""
+        self._stop_requested = True
+        if self._stop_event is not None:
+            self._stop_event.set()
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Watch until ``stop()``; ``task_status.started()`` is called once the watches are armed."""
+        if self._stop_requested:
+            task_status.started()
+            return
+        stop_event = self._stop_event = anyio.Event()
+        limiter = anyio.CapacityLimiter(1)
+        self._next_reconcile = anyio.current_time() + self._reconcile_interval_s
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_set_on_exit, stop_event)
+            try:
+                first = True
+                while not stop_event.is_set():
+                    roots = self._existing_roots()
+                    notify = self._arm(list(roots))
+                    try:
+                        self._armed = roots if notify is not None else {}
+                        changed = self._resync(roots)
+                        if first:
+                            first = False
+                            task_status.started()
+                        else:
+                            await self._emit(changed)
+                        await self._watch(notify, stop_event, limiter)
+                    finally:
+                        if notify is not None:
+                            notify.close()
+            finally:
+                tg.cancel_scope.cancel()
+
+    # -- arming -----------------------------------------------------------------------------------
+
+    def _existing_roots(self) -> dict[Path, _Ident]:
+        found = {s: ident for s in self._subtrees if (ident := _dir_ident(s)) is not None}
+        return {s: i for s, i in found.items() if not any(o != s and s.is_relative_to(o) for o in found)}
+
+    def _arm(self, roots: list[Path]) -> RustNotify | None:
+        if not roots:
+            return None
+        try:
+            return RustNotify([str(r) for r in roots], False, self._polling, _POLL_DELAY_MS, True, True)
+        except FileNotFoundError:
+            return None  # a root vanished since we looked; retried on the next tick
+        except Exception as exc:
+            if not self._polling:
+                log.warning("watch_native_failed_using_polling", workspace=str(self.workspace_root), error=str(exc))
+                self._polling = True
+                return self._arm(roots)
+            if not self._arm_error_logged:
+                self._arm_error_logged = True
+                log.error("watch_arm_failed_rescanning", workspace=str(self.workspace_root), error=str(exc))
+            return None  # fall back to rescanning the roots every tick
+
+    def _tick_ms(self, notify: RustNotify | None) -> int:
+        roots = self._armed
+        missing = notify is None or any(not any(s.is_relative_to(r) for r in roots) for s in self._subtrees)
+        tick = _MISSING_TICK_MS if missing else _IDLE_TICK_MS
+        if self._reconcile is not None:
+            until = int((self._next_reconcile - anyio.current_time()) * 1000) + 1
+            tick = min(tick, until)
+        return max(1, tick)  # 0 would mean "wait forever"
+
+    async def _watch(self, notify: RustNotify | None, stop_event: anyio.Event, limiter: anyio.CapacityLimiter) -> None:
+        """Deliver batches until the roots need re-arming or stop is requested."""
+        while not stop_event.is_set():
+            tick = self._tick_ms(notify)
+            if notify is None:
+                with anyio.move_on_after(tick / 1000):
+                    await stop_event.wait()
+                raw: set[tuple[int, str]] | str = "timeout"
+            else:
+                raw = await anyio.to_thread.run_sync(
+                    notify.watch, self._debounce_ms, self._step_ms, tick, stop_event, limiter=limiter
+                )
+            if raw == "stop" or stop_event.is_set():
+                return
+            rearm = notify is None
+            if isinstance(raw, set):
+                events = {Path(p) for _, p in raw}
+                rearm = rearm or not events.isdisjoint(self._subtrees)
+                await self._emit(self._expand(events))
+            await self._maybe_reconcile()
+            if rearm or self._existing_roots() != self._armed:
+                return
+
+    # -- change expansion -------------------------------------------------------------------------
+
+    def _wanted(self, path: Path) -> bool:
+        for root in self._subtrees:
+            if path.is_relative_to(root):
+                return not any(_ignored(part) for part in path.relative_to(root).parts)
+        return False
+
+    def _scan(self, top: Path) -> dict[Path, _Sig]:
+        found: dict[Path, _Sig] = {}
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames[:] = [d for d in dirnames if not _ignored(d)]
+            for name in filenames:
+                if name.endswith(self._suffixes) and not _ignored(name):
+                    path = Path(dirpath, name)
+                    if (sig := _file_sig(path)) is not None:
+                        found[path] = sig
+        return found
+
+    def _resync(self, roots: dict[Path, _Ident]) -> set[Path]:
+        """Rescan all roots; return the files that differ from what we knew."""
+        new: dict[Path, _Sig] = {}
+        for root in roots:
+            new.update(self._scan(root))
+        old, self._known = self._known, new
+        return {p for p in old.keys() | new.keys() if old.get(p) != new.get(p)}
+
+    def _expand(self, events: set[Path]) -> set[Path]:
+        """Map raw event paths to memory files that may have changed, and update the known-file map."""
+        out: set[Path] = set()
+        for path in events:
+            if not self._wanted(path):
+                continue
+            if path.name.endswith(self._suffixes):
+                out.add(path)
+            if path in self._known:
+                continue
+            try:
+                mode: int | None = os.stat(path).st_mode
+            except OSError:
+                mode = None
+            if mode is not None and stat.S_ISREG(mode):
+                continue
+            if mode is not None and stat.S_ISDIR(mode):
+                out.discard(path)
+                out.update(self._scan(path))
+            prefix = f"{path}{os.sep}"  # deleted / moved / replaced directory: everything we knew under it
+            out.update(k for k in self._known if str(k).startswith(prefix))
+        for path in out:
+            if (sig := _file_sig(path)) is None:
+                self._known.pop(path, None)
+            else:
+                self._known[path] = sig
+        return out
+
+    # -- callbacks --------------------------------------------------------------------------------
+
+    async def _emit(self, paths: set[Path]) -> None:
+        if not paths:
+            return
+        try:
+            await self._on_change(paths)
+        except Exception:
+            log.exception("watch_on_change_failed", workspace=str(self.workspace_root), paths=len(paths))
+
+    async def _maybe_reconcile(self) -> None:
+        if self._reconcile is None or anyio.current_time() < self._next_reconcile:
+            return
+        try:
+            await self._reconcile()
+        except Exception:
+            log.exception("watch_reconcile_failed", workspace=str(self.workspace_root))
+        self._next_reconcile = anyio.current_time() + self._reconcile_interval_s

@@ -1,0 +1,143 @@
+"""Fixtures: a real memoryd on a real Unix socket in a short temp dir; the real memoryctl client."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from memoryctl.rpc import ClientError, Connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def short_tmp(prefix: str = "md") -> Path:
+    # macOS caps socket paths at 104 bytes: keep them under /tmp.
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+class Daemon:
+    def __init__(self, home: Path, env: dict[str, str]) -> None:
+        self.home = home
+        self.env = env
+        self.socket = home / "run" / "memoryd.sock"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = home / "daemon.log"
+
+    def start(self, *extra: str, wait: bool = True) -> Daemon:
+        log = open(self.log, "ab")  # noqa: SIM115 - closed in stop()
+        self._log_handle = log
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "memoryd", "serve", *extra],
+            env=self.env,
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+        )
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"memoryd exited with {self.proc.returncode}:\n{self.log.read_text()}")
+            try:
+                with Connection(str(self.socket), 2.0) as conn:
+                    conn.call("ping")
+                    return
+            except ClientError:
+                time.sleep(0.02)
+        raise TimeoutError("memoryd did not become ready")
+
+    def call(self, method: str, params: dict[str, Any] | None = None, timeout: float = 30.0) -> Any:
+        with Connection(str(self.socket), timeout) as conn:
+            return conn.call(method, params)
+
+    def owner_token(self) -> str:
+        return (self.home / "config" / "owner.token").read_text().strip()
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log_handle.close()
+        return self.proc.returncode
+
+    def memoryctl(
+        self, *args: str, cwd: Path | None = None, input: str | None = None, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "memoryctl", *args],
+            env=self.env,
+            cwd=cwd,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+
+def daemon_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORYD_", "LISTEN_"))}
+    env["MEMORYD_HOME"] = str(home)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "client")])
+    return env
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    path = short_tmp()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon_factory(home: Path) -> Iterator[Any]:
+    started: list[Daemon] = []
+
+    def make(start: bool = True, *extra: str) -> Daemon:
+        d = Daemon(home, daemon_env(home))
+        started.append(d)
+        return d.start(*extra) if start else d
+
+    yield make
+    for d in started:
+        with contextlib.suppress(Exception):
+            if d.proc is not None:
+                d.stop(signal.SIGKILL if d.proc.poll() is None else signal.SIGTERM)
+
+
+@pytest.fixture
+def daemon(daemon_factory: Any) -> Daemon:
+    d: Daemon = daemon_factory()
+    return d
+
+
+@pytest.fixture
+def workspace(daemon: Daemon) -> Iterator[tuple[Path, str]]:
+    path = short_tmp("ws")
+    result = daemon.call("workspace.add", {"path": str(path)})
+    yield path, result["workspace_id"]
+    shutil.rmtree(path, ignore_errors=True)

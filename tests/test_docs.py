@@ -1,0 +1,43 @@
+"""Docs and schemas generated from the code are up to date; every error name is documented."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from memoryd.errors import SPECS
+from tests.conftest import ROOT
+
+
+def test_generated_files_have_not_drifted() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "memoryd.docgen", "--check"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+
+
+def test_every_error_name_is_in_the_reference() -> None:
+    text = (ROOT / "docs" / "reference" / "errors.md").read_text(encoding="utf-8")
+    for name, spec in SPECS.items():
+        assert f"`{name}` | {spec.code} |" in text
+
+
+def test_error_codes_are_never_reused() -> None:
+    app_codes = [s.code for s in SPECS.values() if s.code > -32100 and s.code <= -32000]
+    assert len(app_codes) == len(set(app_codes))
+
+
+def test_readme_quickstart_starts_with_the_two_commands() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quick = readme.split("## Quickstart", 1)[1]
+    first_block = quick.split("```", 2)[1].splitlines()[1:]  # drop the fence's language tag
+    commands = [line.split("#")[0].strip() for line in first_block if line.split("#")[0].strip()]
+    assert commands[:2] == ["make run", "make test"]
+
+
+def test_ci_runs_make_test() -> None:
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
