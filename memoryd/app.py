@@ -10,6 +10,7 @@ import structlog
 
 from memoryd import __version__
 from memoryd.config import Settings
+from memoryd.notes.service import NotesService
 from memoryd.rpc import Context, Dispatcher
 from memoryd.workspaces import OwnerToken, Registry, Workspace
 
@@ -17,10 +18,11 @@ log = structlog.get_logger("memoryd.app")
 
 
 def build_dispatcher() -> Dispatcher:
-    from memoryd.methods import admin
+    from memoryd.methods import admin, notes
 
     dispatcher = Dispatcher()
     admin.register(dispatcher)
+    notes.register(dispatcher)
     return dispatcher
 
 
@@ -35,13 +37,18 @@ class App:
         self.owner = OwnerToken(settings.dirs.owner_token)
         self.registry = Registry(settings.dirs.registry)
         self.dispatcher = build_dispatcher()
-        self._task_group: anyio.abc.TaskGroup | None = None
+        self.notes = NotesService(settings)
 
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
-        self._task_group = tg
+        await self.notes.start(tg, self.registry.all())
+
+    def stop_background(self) -> None:
+        """Before the task group is cancelled: stop watchers through their stop events (cancelling a
+        watcher takes seconds)."""
+        self.notes.stop_watchers()
 
     async def aclose(self) -> None:
-        self._task_group = None
+        await self.notes.aclose()
 
     async def handle_line(self, line: bytes, peer_uid: int | None, conn_id: int) -> bytes | None:
         return await self.dispatcher.handle_line(line, Context(self, peer_uid, conn_id))
@@ -50,7 +57,7 @@ class App:
         return round(time.monotonic() - self.started, 3)
 
     async def workspace_added(self, ws: Workspace) -> None:
-        """Hook for the notes service (index + watcher); nothing yet at the foundation level."""
+        self.notes.attach(ws)
 
     async def workspace_removed(self, ws: Workspace) -> None:
-        """Hook for the notes service (stop watcher, drop the derived index)."""
+        await self.notes.detach(ws, drop_index=True)

@@ -65,7 +65,7 @@ class Settings:
     drain_timeout_s: float = _setting(10.0, "On SIGTERM, how long in-flight requests may take before exit.")
     max_connections: int = _setting(512, "Concurrent connections; more wait in the listen backlog.")
     remember_max_bytes: int = _setting(64 * 1024, "Largest text one remember call may store (UTF-8 bytes).")
-    snippet_max_chars: int = _setting(700, "Default and maximum snippet length in search hits.")
+    snippet_max_chars: int = _setting(700, "Default snippet length in search hits (a search may ask for 20..4000).")
     search_max_limit: int = _setting(100, "Largest `limit` a search may ask for.")
     get_max_lines: int = _setting(200, "Largest `lines` a get may ask for.")
     chunk_max_lines: int = _setting(40, "Long sections are split into windows of this many lines.")

@@ -145,6 +145,8 @@ class Dispatcher:
             return None, _error("METHOD_NOT_FOUND")
         if self.shutting_down:
             return None, AppError("MEMORY_SHUTTING_DOWN").to_error()
+        if method.writes and isinstance(params, dict) and params.get("scope") == "all":
+            return None, AppError("MEMORY_FORBIDDEN", f"{name} writes; scope 'all' is read-only").to_error()
         if params is _NO_ID:
             params = {}
         elif isinstance(params, list) and not issubclass(method.params, RootModel):

@@ -174,6 +174,7 @@ class Server:
                 await self.draining.wait()
                 accept_scope.cancel()
                 await self._drain()
+                self.app.stop_background()
                 tg.cancel_scope.cancel()
         finally:
             with contextlib.suppress(Exception):

@@ -251,16 +251,18 @@ def install_service(
         return 2
 
     dirs = resolve_dirs(home)
-    socket = socket_path(None, home)
+    memoryd_home = Path(dirs.home) if dirs.home is not None else None
+    log_file = Path(dirs.log_file)
+    socket = Path(socket_path(None, home))
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     config_home = os.environ.get("XDG_CONFIG_HOME")
     try:
         units = render_units(
             platform=platform,
             exe=memoryd_command(),
-            home=dirs.home,
+            home=memoryd_home,
             socket=socket,
-            log_file=dirs.log_file,
+            log_file=log_file,
             user_home=Path.home(),
             runtime_dir=Path(runtime) if runtime else None,
             config_home=Path(config_home) if config_home else None,
@@ -282,7 +284,7 @@ def install_service(
             f"the socket path is too long for a Unix socket ({len(os.fsencode(str(socket)))} bytes): {socket}; "
             "choose a shorter MEMORYD_HOME or set MEMORYD_SOCKET"
         )
-    if platform == "linux" and dirs.home is None and not runtime:
+    if platform == "linux" and memoryd_home is None and not runtime:
         warnings.append(
             f"XDG_RUNTIME_DIR is not set, so the socket unit listens on {socket}; clients in sessions that have "
             "XDG_RUNTIME_DIR look in $XDG_RUNTIME_DIR/memoryd/ instead (set MEMORYD_SOCKET or MEMORYD_HOME for them)"
@@ -293,7 +295,7 @@ def install_service(
     try:
         if platform == "darwin":
             # launchd opens the log before memoryd starts, and does not create its directory.
-            dirs.log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         for unit in units:
             state, backup = _install_one(unit)
             changed = changed or state != "unchanged"
@@ -309,13 +311,16 @@ def install_service(
     for warning in warnings:
         err.write(f"memoryd install-service: warning: {warning}\n")
 
+    ping = "memoryctl ping"
+    if memoryd_home is not None:
+        ping = f"MEMORYD_HOME={shlex.quote(str(memoryd_home))} {ping}"
     out.write("\nNext, run:\n")
     if platform == "linux":
         out.write("  systemctl --user daemon-reload && systemctl --user enable --now memoryd.socket\n")
         if updated:
             out.write("If memoryd was already running, apply the change with:\n")
             out.write("  systemctl --user restart memoryd.socket\n")
-        out.write("Check it with: memoryctl ping   (logs: journalctl --user -u memoryd.service)\n")
+        out.write(f"Check it with: {ping}   (logs: journalctl --user -u memoryd.service)\n")
         out.write('To keep it running without a login session: loginctl enable-linger "$USER"\n')
     else:
         plist = shlex.quote(str(units[0].path))
@@ -325,7 +330,7 @@ def install_service(
             )
         else:
             out.write(f"  launchctl bootstrap gui/$(id -u) {plist}\n")
-        out.write(f"Check it with: memoryctl ping   (log: {dirs.log_file})\n")
+        out.write(f"Check it with: {ping}   (log: {log_file})\n")
     if not changed:
         out.write("(the unit files were already up to date)\n")
     return 0

@@ -10,7 +10,7 @@ Design and trade-offs
   roots or their ``(st_dev, st_ino)`` changes, or when an event names a subtree root itself (inotify
   reports DELETE_SELF / MOVE_SELF of a watched root). The inode check alone is not enough: ext4 hands the
   same inode back after ``rm -rf memory && mkdir memory``. Roots are stat()ed each time the backend
-  returns: at least every 250 ms while a subtree is missing (so ``mkdir -p spec/memory/...`` is noticed
+  returns: at least every 200 ms while a subtree is missing (so ``mkdir -p spec/memory/...`` is noticed
   quickly), every 1 s otherwise. That costs a few stat() calls per tick and no watches outside the subtrees.
 * **Snapshots close every gap.** We keep ``(inode, size, mtime_ns)`` of every memory file. After each
   (re-)arm we rescan the roots and report every path whose signature differs, so files written before the
@@ -27,6 +27,11 @@ Design and trade-offs
   the blocking ``watch()`` call runs on a private one-thread ``CapacityLimiter`` instead of holding one of
   anyio's 40 shared worker threads per workspace. Stopping always goes through ``stop_event`` (checked
   every ``step`` ms), never through thread cancellation, which takes 4-5 s.
+* **Polling is ours, not watchfiles'.** notify's poll watcher compares mtimes at one-second resolution and
+  misses same-second rewrites (measured: ``echo >> f`` twice in a second, editor replace right after
+  creation). When polling is forced we instead rescan the subtrees every 200 ms and diff the
+  ``(inode, size, mtime_ns)`` snapshot - the same code that closes the re-arm gap. It costs one walk plus one
+  stat() per memory file per tick, fine for memory trees (a few thousand files), and it scans nothing else.
 """
 
 from __future__ import annotations
@@ -51,9 +56,8 @@ log = structlog.get_logger(__name__)
 
 POLLING_ENV = "MEMORYD_WATCH_POLLING"
 _TEMP_ENDINGS = ("~", ".swp", ".swx", ".tmp", "4913")
-_MISSING_TICK_MS = 250  # how often missing subtree roots are looked for
+_POLL_TICK_MS = 200  # rescan period when polling, and how often missing subtree roots are looked for
 _IDLE_TICK_MS = 1000  # how often existing roots are re-checked when nothing happens
-_POLL_DELAY_MS = 200  # backend poll period when polling is forced
 
 
 def _ignored(name: str) -> bool:
@@ -93,9 +97,9 @@ class WorkspaceWatcher:
     the watch loop (never concurrently); their exceptions are logged and the watcher carries on.
     ``reconcile`` runs every ``reconcile_interval_s`` as a safety net.
 
-    Set the environment variable ``MEMORYD_WATCH_POLLING=1`` to force stat() polling instead of native
-    notifications (network, FUSE or container filesystems that do not deliver inotify events). Polling is
-    also used automatically if native watches cannot be created (e.g. the inotify watch limit is reached).
+    Set the environment variable ``MEMORYD_WATCH_POLLING=1`` to force polling (rescan + diff every 200 ms)
+    instead of native notifications, for network, FUSE or container filesystems that deliver no inotify
+    events. Polling is also used automatically if native watches cannot be created (inotify watch limit).
 
     ``stop()`` must be called from the event loop thread; ``run()`` returns within one ``step``
     (<= 50 ms) plus the duration of a callback in flight. Cancelling ``run()`` is prompt as well.
@@ -134,7 +138,6 @@ class WorkspaceWatcher:
         self._stop_requested = False
         self._stop_event: anyio.Event | None = None
         self._next_reconcile = 0.0
-        self._arm_error_logged = False
 
     def stop(self) -> None:
         """Make ``run()`` return promptly. Idempotent; may be called before ``run()``."""
@@ -179,26 +182,22 @@ class WorkspaceWatcher:
         return {s: i for s, i in found.items() if not any(o != s and s.is_relative_to(o) for o in found)}
 
     def _arm(self, roots: list[Path]) -> RustNotify | None:
-        if not roots:
+        """Native watches on ``roots``, or None: no roots, polling mode, or a root vanished meanwhile."""
+        if not roots or self._polling:
             return None
         try:
-            return RustNotify([str(r) for r in roots], False, self._polling, _POLL_DELAY_MS, True, True)
+            return RustNotify([str(r) for r in roots], False, False, 0, True, True)
         except FileNotFoundError:
             return None  # a root vanished since we looked; retried on the next tick
-        except Exception as exc:
-            if not self._polling:
-                log.warning("watch_native_failed_using_polling", workspace=str(self.workspace_root), error=str(exc))
-                self._polling = True
-                return self._arm(roots)
-            if not self._arm_error_logged:
-                self._arm_error_logged = True
-                log.error("watch_arm_failed_rescanning", workspace=str(self.workspace_root), error=str(exc))
-            return None  # fall back to rescanning the roots every tick
+        except Exception as exc:  # e.g. inotify watch limit reached
+            log.warning("watch_native_failed_using_polling", workspace=str(self.workspace_root), error=str(exc))
+            self._polling = True
+            return None
 
     def _tick_ms(self, notify: RustNotify | None) -> int:
         roots = self._armed
         missing = notify is None or any(not any(s.is_relative_to(r) for r in roots) for s in self._subtrees)
-        tick = _MISSING_TICK_MS if missing else _IDLE_TICK_MS
+        tick = _POLL_TICK_MS if missing else _IDLE_TICK_MS
         if self._reconcile is not None:
             until = int((self._next_reconcile - anyio.current_time()) * 1000) + 1
             tick = min(tick, until)

@@ -115,12 +115,12 @@ def verb_call(args: argparse.Namespace) -> tuple[str, dict[str, Any], Render]:
         return "ping", {}, lambda r: f"pong (memoryd {r['version']})"
     if verb == "status":
         params: dict[str, Any] = {}
-        if args.workspace:
-            params["workspace"] = _workspace(args)
         if args.all:
             params["owner_token"] = owner_token()
             params["scope"] = "all"
-        return "status", params, _human_dict
+        else:
+            params["workspace"] = _workspace(args)
+        return "status", params, _render_status
     if verb == "workspace":
         if args.ws_verb == "add":
             params = {"path": os.path.abspath(args.path)}
@@ -207,6 +207,24 @@ def verb_call(args: argparse.Namespace) -> tuple[str, dict[str, Any], Render]:
             params["workspace"] = _workspace(args)
         return "validate", params, _render_validate
     raise Usage(f"unknown verb {verb}")
+
+
+def _render_status(result: dict[str, Any]) -> str:
+    workspaces = result.pop("workspaces", [])
+    out = [_human_dict(result)]
+    for ws in workspaces:
+        out.append(f"\nworkspace {ws['workspace_id']}  {ws['path']}")
+        out.append(
+            f"  files {ws['files']}, chunks {ws['chunks']}, dirty {ws['dirty_count']}, "
+            f"pending {len(ws['pending'])}, watching {'yes' if ws['watching'] else 'no'}"
+        )
+        out.append(
+            f"  last indexed {ws.get('last_indexed') or 'never'}"
+            + (f" (rebuilt: {ws['rebuilt']})" if ws.get("rebuilt") else "")
+        )
+        if ws.get("recommended"):
+            out.append(f"  recommended: {ws['recommended']}")
+    return "\n".join(out)
 
 
 def _render_validate(result: dict[str, Any]) -> str:
@@ -314,7 +332,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         method, params, render = verb_call(args)
         conn: Connection = connect(path, timeout, args.autostart)
         with conn:
-            result = conn.call(method, params)
+            try:
+                result = conn.call(method, params)
+            except RemoteError as exc:
+                if not (method == "status" and exc.name == "MEMORY_WORKSPACE_NOT_FOUND" and not args.workspace):
+                    raise
+                params.pop("workspace", None)  # not inside a workspace: the daemon's status alone
+                result = conn.call(method, params)
+                result["recommended"] = "memoryctl init  (this directory is not in a registered workspace)"
     except Usage as exc:
         _emit_error(args, "USAGE", str(exc), "See memoryctl --help.")
         return EXIT_USAGE

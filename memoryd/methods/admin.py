@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from functools import cache
+from typing import TYPE_CHECKING, Literal
 
 import apsw
 from pydantic import Field
 
 from memoryd.models import Empty, OwnerToken, Wire, WorkspaceRef
+from memoryd.notes.service import rjieba_ok as _rjieba_ok
 from memoryd.rpc import Context, Dispatcher
 from memoryd.workspaces import Workspace
 
@@ -24,10 +26,39 @@ class Probes(Wire):
     sqlite_version: str
     fts5: bool
     load_extension: bool
+    rjieba: bool
 
 
 class StatusParams(Wire):
+    workspace: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4096,
+        description="Also report this workspace (an id or a path inside it).",
+    )
+    scope: Literal["workspace", "all"] = Field(
+        default="workspace", description="'all' reports every workspace (owner)."
+    )
     owner_token: str | None = OwnerToken
+
+
+class WorkspaceStatus(Wire):
+    workspace_id: str
+    path: str
+    name: str
+    index_path: str
+    files: int
+    chunks: int
+    dirty_files: list[str] = Field(description="Files whose mtime/size differ from the index (first 50).")
+    dirty_count: int
+    pending: list[str] = Field(description="Files the watcher reported and the indexer has not done yet.")
+    last_indexed: str | None = None
+    rebuilt: str | None = Field(
+        default=None, description="Why the index was last rebuilt (missing, corrupt, version_changed, requested)."
+    )
+    watching: bool
+    error: str | None = None
+    recommended: str | None = Field(default=None, description="The next command to run when something is wrong.")
 
 
 class StatusResult(Wire):
@@ -40,6 +71,7 @@ class StatusResult(Wire):
     state_dir: str
     workspace_count: int
     probes: Probes
+    workspaces: list[WorkspaceStatus] = Field(default_factory=list)
 
 
 class WorkspaceAddParams(Wire):
@@ -80,12 +112,18 @@ def info(ws: Workspace) -> WorkspaceInfo:
     return WorkspaceInfo(workspace_id=ws.id, path=str(ws.path), name=ws.name, added_at=ws.added_at)
 
 
+@cache
+def rjieba_ok() -> bool:
+    return _rjieba_ok()
+
+
 def probes() -> Probes:
     options = set(apsw.compile_options)
     return Probes(
         sqlite_version=apsw.sqlite_lib_version(),
         fts5="ENABLE_FTS5" in options,
         load_extension="OMIT_LOAD_EXTENSION" not in options,
+        rjieba=rjieba_ok(),
     )
 
 
@@ -98,9 +136,15 @@ def register(d: Dispatcher) -> None:
 
     @d.register("status", StatusParams, StatusResult)
     async def status(ctx: Context, params: StatusParams) -> StatusResult:
-        """Versions, uptime, socket, directories, workspace count and SQLite probes."""
+        """Versions, uptime, socket, directories, probes; per workspace: files, chunks, dirty files, last
+        indexed, and a recommended next command when something is wrong."""
         app: App = ctx.app
         dirs = app.settings.dirs
+        if params.scope == "all":
+            app.owner.check(params.owner_token)
+            chosen = app.registry.all()
+        else:
+            chosen = [] if params.workspace is None else [app.registry.resolve(params.workspace)]
         return StatusResult(
             version=app.version,
             pid=app.pid,
@@ -111,6 +155,7 @@ def register(d: Dispatcher) -> None:
             state_dir=str(dirs.state),
             workspace_count=len(app.registry),
             probes=probes(),
+            workspaces=[WorkspaceStatus(**await app.notes.status(ws)) for ws in chosen],
         )
 
     @d.register("workspace.add", WorkspaceAddParams, WorkspaceAddResult, writes=True)

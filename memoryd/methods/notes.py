@@ -1,0 +1,209 @@
+"""remember, search, get, index, validate — the Markdown memory (seed 003), per workspace or the owner's view."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+from pydantic import Field, model_validator
+
+from memoryd.models import OwnerToken, Wire, WorkspaceRef
+from memoryd.rpc import Context, Dispatcher
+from memoryd.workspaces import Workspace
+
+if TYPE_CHECKING:
+    from memoryd.app import App
+
+Scope = Literal["workspace", "all"]
+
+
+class ScopedParams(Wire):
+    workspace: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4096,
+        description="A workspace id (ws_…) or a path inside one; required unless scope is 'all'.",
+    )
+    scope: Scope = Field(default="workspace", description="'all' is the owner's read-only cross-workspace view.")
+    owner_token: str | None = OwnerToken
+
+    @model_validator(mode="after")
+    def _scope_needs(self) -> ScopedParams:
+        if self.scope == "workspace" and self.workspace is None:
+            raise ValueError("workspace is required unless scope is 'all'")
+        return self
+
+
+class RememberParams(Wire):
+    workspace: str = WorkspaceRef
+    text: str = Field(min_length=1, description="The entry text; <private>…</private> spans are stripped.")
+    type: Literal["decision", "event", "summary", "note"] = "note"
+    reason: str | None = None
+    followup: str | None = None
+    dry_run: bool = Field(default=False, description="Return the planned write; write nothing.")
+    scope: Literal["workspace"] = Field(default="workspace", description="Writes never take scope 'all'.")
+
+
+class RememberResult(Wire):
+    id: str = Field(description="Entry id: ent_ + milliseconds (hex) + random; unique and time-sortable.")
+    path: str = Field(description="Relative to the workspace, e.g. memory/2026-02-01.md.")
+    start_line: int
+    lines: int
+    heading: str
+    dry_run: bool | None = None
+    text: str | None = Field(default=None, description="With dry_run: the text that would be appended.")
+
+
+class SearchParams(ScopedParams):
+    query: str = Field(max_length=100_000, description="Any text: words are OR-ranked by BM25; never FTS5 syntax.")
+    limit: int = Field(default=8, ge=1, le=100)
+    snippet_max_chars: int | None = Field(
+        default=None, ge=20, le=4000, description="Snippet length; default the snippet_max_chars setting (700)."
+    )
+
+
+class SearchHit(Wire):
+    workspace_id: str
+    path: str
+    start_line: int
+    lines: int
+    heading: str
+    snippet: str
+    score: float = Field(description="Higher is better (negated BM25).")
+
+
+class SearchResult(Wire):
+    hits: list[SearchHit]
+    stale: bool = Field(description="True when the watcher has changes not yet indexed; see pending.")
+    pending: list[str] = Field(default_factory=list, description="Files waiting to be indexed.")
+    scope: Scope = "workspace"
+
+
+class GetParams(Wire):
+    workspace: str = WorkspaceRef
+    path: str = Field(min_length=1, max_length=4096, description="Relative to the workspace (as search returns it).")
+    from_line: int = Field(default=1, ge=1)
+    lines: int = Field(default=40, ge=1, le=200)
+
+
+class GetResult(Wire):
+    path: str
+    from_line: int
+    lines: int
+    total_lines: int
+    text: str
+
+
+class IndexParams(ScopedParams):
+    full: bool = Field(default=False, description="Rebuild from the files instead of an incremental pass.")
+
+
+class IndexReport(Wire):
+    workspace_id: str
+    files_indexed: int
+    files_removed: int
+    files_unchanged: int
+    bytes_indexed: int
+    files: int
+    chunks: int
+    rebuilt: bool
+    ms: float
+
+
+class IndexResult(Wire):
+    workspaces: list[IndexReport]
+    ms: float
+
+
+class ValidateParams(ScopedParams):
+    pass
+
+
+class ValidationProblem(Wire):
+    severity: Literal["error", "warning"]
+    path: str
+    line: int | None = None
+    message: str
+
+
+class ValidationReport(Wire):
+    workspace_id: str
+    ok: bool
+    problems: list[ValidationProblem]
+
+
+class ValidateResult(Wire):
+    ok: bool
+    reports: list[ValidationReport]
+
+
+def targets(app: App, params: ScopedParams) -> list[Workspace]:
+    if params.scope == "all":
+        app.owner.check(params.owner_token)
+        return app.registry.all()
+    assert params.workspace is not None
+    return [app.registry.resolve(params.workspace)]
+
+
+def register(d: Dispatcher) -> None:
+    @d.register("remember", RememberParams, RememberResult, writes=True)
+    async def remember(ctx: Context, p: RememberParams) -> RememberResult:
+        """Append an entry to today's daily file memory/YYYY-MM-DD.md (atomically); immediately searchable."""
+        app: App = ctx.app
+        ws = app.registry.resolve(p.workspace)
+        result = await app.notes.remember(
+            ws, kind=p.type, text=p.text, reason=p.reason, followup=p.followup, dry_run=p.dry_run
+        )
+        return RememberResult(**result)
+
+    @d.register("search", SearchParams, SearchResult)
+    async def search(ctx: Context, p: SearchParams) -> SearchResult:
+        """BM25 search over the workspace's Markdown memory (Chinese and exact identifiers work).
+        scope 'all' (owner token) fans out over every workspace, read-only, merged by score."""
+        app: App = ctx.app
+        workspaces = targets(app, p)
+        snippet = p.snippet_max_chars or app.settings.snippet_max_chars
+        limit = min(p.limit, app.settings.search_max_limit)
+        answers: list[tuple[Workspace, dict[str, Any]]] = []
+
+        async def one(ws: Workspace) -> None:
+            answers.append((ws, await app.notes.search(ws, p.query, limit, snippet)))
+
+        async with anyio.create_task_group() as tg:
+            for ws in workspaces:
+                tg.start_soon(one, ws)
+        merged = [h for _, a in answers for h in a["hits"]]
+        hits = sorted(merged, key=lambda h: (-h["score"], h["workspace_id"], h["path"], h["start_line"]))[:limit]
+        if p.scope == "all":  # name the workspace of each pending file
+            pending = sorted(f"{ws.id}:{f}" for ws, a in answers for f in a["pending"])
+        else:
+            pending = [f for _, a in answers for f in a["pending"]]
+        return SearchResult(
+            hits=[SearchHit(**h) for h in hits],
+            stale=any(a["stale"] for _, a in answers),
+            pending=pending,
+            scope=p.scope,
+        )
+
+    @d.register("get", GetParams, GetResult)
+    async def get(ctx: Context, p: GetParams) -> GetResult:
+        """Read up to 200 lines of a memory file (path confined to the workspace's memory/ tree)."""
+        app: App = ctx.app
+        ws = app.registry.resolve(p.workspace)
+        lines = min(p.lines, app.settings.get_max_lines)
+        return GetResult(**await app.notes.get(ws, p.path, p.from_line, lines))
+
+    @d.register("index", IndexParams, IndexResult)
+    async def index(ctx: Context, p: IndexParams) -> IndexResult:
+        """Bring the index up to date (incremental by mtime + sha256), or rebuild it with full."""
+        app: App = ctx.app
+        started = anyio.current_time()
+        reports = [IndexReport(**await app.notes.index(ws, full=p.full)) for ws in targets(app, p)]
+        return IndexResult(workspaces=reports, ms=round((anyio.current_time() - started) * 1000, 2))
+
+    @d.register("validate", ValidateParams, ValidateResult)
+    async def validate(ctx: Context, p: ValidateParams) -> ValidateResult:
+        """Check memory/ exists, daily heading formats, files outside the layout, broken or escaping links."""
+        app: App = ctx.app
+        reports = [ValidationReport(**await app.notes.validate(ws)) for ws in targets(app, p)]
+        return ValidateResult(ok=all(r.ok for r in reports), reports=reports)

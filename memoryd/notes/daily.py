@@ -1,0 +1,129 @@
+"""The daily log format (seed 003 templates): ``memory/YYYY-MM-DD.md`` with a ``## YYYY-MM-DD`` header written
+once, then entries ``## YYYY-MM-DD HH:MM — <type>`` followed by bullets.
+
+Plain functions, no I/O: the service decides where and when to write.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+ENTRY_TYPES = ("decision", "event", "summary", "note")
+_PRIVATE = re.compile(r"<private>.*?(?:</private>|\Z)", re.IGNORECASE | re.DOTALL)
+DAILY_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
+DAY_HEADING = re.compile(r"^## (\d{4}-\d{2}-\d{2})\s*$")
+ENTRY_HEADING = re.compile(r"^## (\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}) — (\S+)\s*$")
+LABELS = {"reason": "Reason", "followup": "Follow-up"}
+
+
+def strip_private(text: str) -> str:
+    """Remove ``<private>…</private>`` spans (an unclosed one runs to the end: the safe reading)."""
+    return _PRIVATE.sub("", text)
+
+
+def entry_id(now: float | None = None) -> str:
+    """Unique and time-sortable: milliseconds since the epoch in hex, then randomness."""
+    ms = int((time.time() if now is None else now) * 1000)
+    return f"ent_{ms:012x}{secrets.token_hex(4)}"
+
+
+def _bullet(text: str, label: str | None = None) -> list[str]:
+    lines = [line.rstrip() for line in text.strip().splitlines()] or [""]
+    first = f"- {label}: {lines[0]}" if label else (lines[0] if lines[0].startswith("- ") else f"- {lines[0]}")
+    # Continuation lines are indented so they stay inside the bullet and a "## " in the text never
+    # becomes a heading (which would split the entry in the index and break the file's layout).
+    return [first] + [f"  {line}" if line else "" for line in lines[1:]]
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedEntry:
+    path: str  # relative to the workspace
+    header: str  # text to write first when the file is new ("" otherwise)
+    entry: str  # the entry block, ending with a newline
+    day: str
+    heading: str
+
+
+def plan_entry(
+    *,
+    now: datetime,
+    kind: str,
+    text: str,
+    reason: str | None,
+    followup: str | None,
+    file_exists: bool,
+    file_ends_with_newline: bool = True,
+) -> PlannedEntry:
+    day = now.strftime("%Y-%m-%d")
+    heading = f"## {day} {now.strftime('%H:%M')} — {kind}"
+    lines = [heading, *_bullet(text)]
+    for key, value in (("reason", reason), ("followup", followup)):
+        if value and value.strip():
+            lines += _bullet(value, LABELS[key])
+    header = "" if file_exists else f"## {day}\n"
+    prefix = "\n" if file_exists and file_ends_with_newline else ("\n\n" if file_exists else "\n")
+    return PlannedEntry(f"memory/{day}.md", header, prefix + "\n".join(lines) + "\n", day, heading)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    severity: str  # "error" | "warning"
+    path: str
+    line: int | None
+    message: str
+
+
+def check_daily(rel_path: str, text: str) -> list[Problem]:
+    """Heading formats of one daily file: the day header first, entries dated that day with a known type."""
+    name = rel_path.rsplit("/", 1)[-1]
+    match = DAILY_NAME.match(name)
+    if match is None:
+        return []
+    day = match.group(1)
+    problems: list[Problem] = []
+    try:
+        datetime.strptime(day, "%Y-%m-%d")
+    except ValueError:
+        problems.append(Problem("error", rel_path, None, f"file name {name} is not a real date"))
+    seen_header = False
+    in_fence = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith(("```", "~~~")):
+            in_fence = not in_fence
+        if in_fence or not line.startswith("## "):
+            continue
+        if DAY_HEADING.match(line):
+            if line.strip() != f"## {day}":
+                problems.append(
+                    Problem("error", rel_path, number, f"day header says {line[3:].strip()}, file is {day}")
+                )
+            elif seen_header:
+                problems.append(Problem("warning", rel_path, number, "day header repeated"))
+            seen_header = True
+            continue
+        entry = ENTRY_HEADING.match(line)
+        if entry is None:
+            problems.append(
+                Problem(
+                    "warning",
+                    rel_path,
+                    number,
+                    "heading is not '## YYYY-MM-DD HH:MM — type' (decision, event, summary, note)",
+                )
+            )
+            continue
+        if entry.group(1) != day:
+            problems.append(Problem("warning", rel_path, number, f"entry dated {entry.group(1)} in the file for {day}"))
+        if entry.group(3) not in ENTRY_TYPES:
+            problems.append(Problem("warning", rel_path, number, f"unknown entry type {entry.group(3)!r}"))
+        try:
+            datetime.strptime(entry.group(2), "%H:%M")
+        except ValueError:
+            problems.append(Problem("error", rel_path, number, f"time {entry.group(2)} is not HH:MM"))
+    if text.strip() and not seen_header:
+        problems.append(Problem("warning", rel_path, 1, f"missing the day header '## {day}'"))
+    return problems

@@ -1,0 +1,497 @@
+"""Markdown memory per workspace: remember, search, get, index, validate, status — and the watcher that keeps
+the index fresh. One ``WorkspaceNotes`` per registered workspace; nothing here ever touches another workspace's
+files or index. Blocking work (SQLite, file I/O) runs in worker threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import structlog
+
+from memoryd.config import Settings
+from memoryd.errors import AppError
+from memoryd.fsio import atomic_write, confine
+from memoryd.notes import daily, textindex
+from memoryd.store.index import Hit, NoteIndex, SyncReport
+from memoryd.watch import WorkspaceWatcher
+from memoryd.workspaces import Workspace
+
+log = structlog.get_logger("memoryd.notes")
+
+KNOWN_FILES = {"MEMORY.md", "INSIGHTS.md", "HISTORY.md"}
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(eq=False)
+class WorkspaceNotes:
+    ws: Workspace
+    index: NoteIndex
+    write_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    pending: set[str] = field(default_factory=set)
+    full_rescan: bool = False
+    wake: anyio.Event = field(default_factory=anyio.Event)
+    opened: anyio.Event = field(default_factory=anyio.Event)
+    open_error: str | None = None
+    watcher: WorkspaceWatcher | None = None
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    watching: bool = False
+
+    @property
+    def root(self) -> Path:
+        return self.ws.path
+
+
+def _snippet(text: str, heading: str, query: str, max_chars: int) -> str:
+    lines = text.splitlines()
+    if lines and lines[0].strip() == heading.strip():
+        lines = lines[1:]
+    body = "\n".join(lines).strip("\n")
+    if len(body) <= max_chars:
+        return body
+    folded = body.casefold()
+    positions = [folded.find(term) for term in _terms(query)]
+    hits = [p for p in positions if p >= 0]
+    start = 0
+    if hits:
+        first = min(hits)
+        if first > max_chars // 2:
+            start = body.rfind("\n", 0, first) + 1
+            if first - start > max_chars // 3:
+                start = max(0, first - max_chars // 4)
+    prefix = "…" if start > 0 else ""
+    room = max_chars - len(prefix) - 1
+    return prefix + body[start : start + room] + "…"
+
+
+def _terms(query: str) -> list[str]:
+    terms = []
+    for word in _WORD.findall(query.casefold()):
+        if len(word) >= 2:
+            terms.append(word)
+            if not word.isascii() and len(word) > 2:
+                terms.append(word[:2])
+    return terms
+
+
+class NotesService:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._by_id: dict[str, WorkspaceNotes] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------------------------
+
+    async def start(self, tg: anyio.abc.TaskGroup, workspaces: list[Workspace]) -> None:
+        self._tg = tg
+        for ws in workspaces:
+            self.attach(ws)
+
+    def attach(self, ws: Workspace) -> WorkspaceNotes:
+        existing = self._by_id.get(ws.id)
+        if existing is not None:
+            return existing
+        db = self.settings.dirs.workspaces_state / ws.id / "index.sqlite"
+        notes = WorkspaceNotes(ws, NoteIndex(ws.path, db, chunk_max_lines=self.settings.chunk_max_lines))
+        self._by_id[ws.id] = notes
+        if self._tg is not None:
+            self._tg.start_soon(self._run, notes)
+        return notes
+
+    async def detach(self, ws: Workspace, *, drop_index: bool) -> None:
+        notes = self._by_id.pop(ws.id, None)
+        if notes is None:
+            return
+        if notes.watcher is not None:
+            notes.watcher.stop()
+        notes.scope.cancel()
+        async with notes.write_lock:
+            await anyio.to_thread.run_sync(notes.index.drop if drop_index else notes.index.close)
+
+    def stop_watchers(self) -> None:
+        for notes in self._by_id.values():
+            if notes.watcher is not None:
+                notes.watcher.stop()
+
+    async def aclose(self) -> None:
+        self.stop_watchers()
+        for notes in list(self._by_id.values()):
+            await anyio.to_thread.run_sync(notes.index.close)
+
+    async def _run(self, notes: WorkspaceNotes) -> None:
+        with notes.scope:
+            try:
+                reason = await anyio.to_thread.run_sync(notes.index.open)
+            except Exception as exc:  # an unusable state dir: report through status, keep serving others
+                notes.open_error = f"{type(exc).__name__}"
+                log.exception("index_open_failed", workspace_id=notes.ws.id)
+                notes.opened.set()
+                return
+            if reason is not None:
+                log.info("index_ready", workspace_id=notes.ws.id, rebuilt=reason)
+            notes.full_rescan = reason is None  # a rebuilt index is already current
+            notes.wake.set()
+            notes.opened.set()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._indexer, notes)
+                if self.settings.watch:
+                    notes.watcher = WorkspaceWatcher(
+                        notes.root,
+                        ["memory"],
+                        on_change=lambda paths: self._changed(notes, paths),
+                        debounce_ms=self.settings.watch_debounce_ms,
+                        reconcile_interval_s=self.settings.reconcile_interval_s,
+                        reconcile=lambda: self._reconcile(notes),
+                    )
+                    await tg.start(notes.watcher.run)
+                    notes.watching = True
+
+    async def _changed(self, notes: WorkspaceNotes, paths: set[Path]) -> None:
+        for path in paths:
+            try:
+                rel = path.relative_to(notes.root).as_posix()
+            except ValueError:
+                continue
+            if path.suffix.lower() == ".md":
+                notes.pending.add(rel)
+            else:
+                notes.full_rescan = True
+        notes.wake.set()
+
+    async def _reconcile(self, notes: WorkspaceNotes) -> None:
+        notes.full_rescan = True
+        notes.wake.set()
+
+    async def _indexer(self, notes: WorkspaceNotes) -> None:
+        while True:
+            await notes.wake.wait()
+            notes.wake = anyio.Event()
+            full, notes.full_rescan = notes.full_rescan, False
+            batch = set(notes.pending)
+            try:
+                async with notes.write_lock:
+                    await anyio.to_thread.run_sync(notes.index.sync, None if full else batch)
+                notes.pending -= batch
+            except Exception:
+                log.exception("index_sync_failed", workspace_id=notes.ws.id)
+                await anyio.sleep(1.0)
+                notes.wake.set()
+
+    # --- access -------------------------------------------------------------------------------------------
+
+    def get_notes(self, ws: Workspace) -> WorkspaceNotes:
+        notes = self._by_id.get(ws.id)
+        return notes if notes is not None else self.attach(ws)
+
+    async def _ready(self, notes: WorkspaceNotes) -> WorkspaceNotes:
+        await notes.opened.wait()
+        if notes.open_error is not None:
+            raise AppError(
+                "MEMORY_INDEX_FAILED",
+                "The index of this workspace could not be opened",
+                hint="Check the state directory's permissions; `memoryctl index --full` rebuilds it.",
+            )
+        return notes
+
+    # --- remember -----------------------------------------------------------------------------------------
+
+    async def remember(
+        self, ws: Workspace, *, kind: str, text: str, reason: str | None, followup: str | None, dry_run: bool
+    ) -> dict[str, Any]:
+        text = daily.strip_private(text)
+        reason = daily.strip_private(reason) if reason else None
+        followup = daily.strip_private(followup) if followup else None
+        size = sum(len(part.encode("utf-8")) for part in (text, reason or "", followup or ""))
+        if size > self.settings.remember_max_bytes:
+            raise AppError(
+                "MEMORY_TOO_LARGE",
+                f"Entry is {size} bytes; the limit is {self.settings.remember_max_bytes}",
+                limit=self.settings.remember_max_bytes,
+            )
+        if not text.strip():
+            raise AppError("MEMORY_EMPTY")
+        notes = await self._ready(self.get_notes(ws))
+        async with notes.write_lock:
+            return await anyio.to_thread.run_sync(lambda: self._append(notes, kind, text, reason, followup, dry_run))
+
+    def _append(
+        self, notes: WorkspaceNotes, kind: str, text: str, reason: str | None, followup: str | None, dry_run: bool
+    ) -> dict[str, Any]:
+        now = datetime.now().astimezone()
+        memory_dir = notes.root / "memory"
+        rel = f"memory/{now.strftime('%Y-%m-%d')}.md"
+        if not dry_run:
+            try:
+                memory_dir.mkdir(exist_ok=True)
+            except OSError as exc:
+                raise AppError("MEMORY_WRITE_FAILED", f"Cannot create memory/: {exc.strerror}") from exc
+        target = confine(notes.root, rel)
+        if memory_dir.resolve() not in target.parents:
+            raise AppError("MEMORY_PATH_TRAVERSAL", "memory/ points outside the workspace")
+        for _attempt in range(5):
+            try:
+                before = target.stat()
+                existing = target.read_bytes()
+            except FileNotFoundError:
+                before, existing = None, b""
+            except OSError as exc:
+                raise AppError("MEMORY_READ_FAILED", f"Cannot read {rel}: {exc.strerror}") from exc
+            plan = daily.plan_entry(
+                now=now,
+                kind=kind,
+                text=text,
+                reason=reason,
+                followup=followup,
+                file_exists=bool(existing),
+                file_ends_with_newline=existing.endswith(b"\n"),
+            )
+            head = existing + plan.header.encode("utf-8")
+            entry = plan.entry.encode("utf-8")
+            leading = len(entry) - len(entry.lstrip(b"\n"))
+            start_line = head.count(b"\n") + leading + 1
+            lines = entry.count(b"\n") - leading
+            result = {
+                "id": daily.entry_id(),
+                "path": rel,
+                "start_line": start_line,
+                "lines": lines,
+                "heading": plan.heading,
+            }
+            if dry_run:
+                result["dry_run"] = True
+                result["text"] = (plan.header + plan.entry.lstrip("\n")) if not existing else plan.entry.lstrip("\n")
+                return result
+            try:
+                current = target.stat()
+            except FileNotFoundError:
+                current = None
+            if (before is None) != (current is None) or (
+                before is not None
+                and current is not None
+                and (before.st_mtime_ns, before.st_size) != (current.st_mtime_ns, current.st_size)
+            ):
+                continue  # someone edited the file meanwhile: plan again on the new content
+            try:
+                atomic_write(target, head + entry)
+            except OSError as exc:
+                raise AppError("MEMORY_WRITE_FAILED", f"Cannot write {rel}: {exc.strerror}") from exc
+            notes.index.sync([rel])
+            log.info(
+                "remembered",
+                workspace_id=notes.ws.id,
+                path=rel,
+                start_line=start_line,
+                lines=lines,
+                text_length=len(text),
+            )
+            return result
+        raise AppError("MEMORY_CONFLICT", f"{rel} kept changing while writing")
+
+    # --- search -------------------------------------------------------------------------------------------
+
+    async def search(self, ws: Workspace, query: str, limit: int, snippet_max_chars: int) -> dict[str, Any]:
+        notes = await self._ready(self.get_notes(ws))
+        match = textindex.match_expression(query)
+        hits: list[Hit] = []
+        if match is not None:
+            try:
+                hits = await anyio.to_thread.run_sync(notes.index.search, match, limit)
+            except Exception as exc:
+                log.exception("search_failed", workspace_id=ws.id)
+                raise AppError("MEMORY_SEARCH_FAILED") from exc
+        pending = sorted(notes.pending) if notes.pending or notes.full_rescan else []
+        return {
+            "hits": [self._hit(ws, h, query, snippet_max_chars) for h in hits],
+            "stale": bool(pending) or notes.full_rescan,
+            "pending": pending,
+        }
+
+    @staticmethod
+    def _hit(ws: Workspace, hit: Hit, query: str, snippet_max_chars: int) -> dict[str, Any]:
+        return {
+            "workspace_id": ws.id,
+            "path": hit.path,
+            "start_line": hit.start_line,
+            "lines": hit.end_line - hit.start_line + 1,
+            "heading": hit.heading,
+            "snippet": _snippet(hit.text, hit.heading, query, snippet_max_chars),
+            "score": hit.score,
+        }
+
+    # --- get ----------------------------------------------------------------------------------------------
+
+    async def get(self, ws: Workspace, path: str, from_line: int, lines: int) -> dict[str, Any]:
+        return await anyio.to_thread.run_sync(lambda: self._read(ws, path, from_line, lines))
+
+    def _read(self, ws: Workspace, path: str, from_line: int, lines: int) -> dict[str, Any]:
+        target = confine(ws.path, path)
+        memory = (ws.path / "memory").resolve()
+        if target != memory and memory not in target.parents:
+            raise AppError("MEMORY_PATH_TRAVERSAL", "Only files under memory/ can be read")
+        if not target.is_file():
+            raise AppError("MEMORY_FILE_NOT_FOUND")
+        try:
+            with open(target, encoding="utf-8", errors="replace") as f:
+                all_lines = f.read().splitlines()
+        except OSError as exc:
+            raise AppError("MEMORY_READ_FAILED", f"Cannot read: {exc.strerror}") from exc
+        chosen = all_lines[from_line - 1 : from_line - 1 + lines]
+        return {
+            "path": target.relative_to(ws.path).as_posix(),
+            "from_line": from_line,
+            "lines": len(chosen),
+            "total_lines": len(all_lines),
+            "text": "\n".join(chosen) + ("\n" if chosen else ""),
+        }
+
+    # --- index, validate, status --------------------------------------------------------------------------
+
+    async def index(self, ws: Workspace, *, full: bool) -> dict[str, Any]:
+        notes = await self._ready(self.get_notes(ws))
+        async with notes.write_lock:
+            try:
+                report: SyncReport = await anyio.to_thread.run_sync(
+                    lambda: notes.index.rebuild("requested") if full else notes.index.sync(None)
+                )
+            except Exception as exc:
+                log.exception("index_failed", workspace_id=ws.id)
+                raise AppError("MEMORY_INDEX_FAILED") from exc
+            notes.pending.clear()
+            notes.full_rescan = False
+        files, chunks = await anyio.to_thread.run_sync(notes.index.counts)
+        return {
+            "workspace_id": ws.id,
+            "files_indexed": report.files_indexed,
+            "files_removed": report.files_removed,
+            "files_unchanged": report.files_unchanged,
+            "bytes_indexed": report.bytes_indexed,
+            "files": files,
+            "chunks": chunks,
+            "rebuilt": report.rebuilt,
+            "ms": report.ms,
+        }
+
+    async def validate(self, ws: Workspace) -> dict[str, Any]:
+        problems = await anyio.to_thread.run_sync(lambda: self._validate(ws))
+        return {
+            "workspace_id": ws.id,
+            "ok": not any(p.severity == "error" for p in problems),
+            "problems": [
+                {"severity": p.severity, "path": p.path, "line": p.line, "message": p.message} for p in problems
+            ],
+        }
+
+    def _validate(self, ws: Workspace) -> list[daily.Problem]:
+        root = ws.path
+        memory = root / "memory"
+        problems: list[daily.Problem] = []
+        if not memory.is_dir():
+            return [daily.Problem("error", "memory/", None, "memory/ is missing: run `memoryctl init` to create it")]
+        if memory.is_symlink() and root not in memory.resolve().parents:
+            problems.append(daily.Problem("error", "memory/", None, "memory/ is a symlink out of the workspace"))
+        for dirpath, dirnames, filenames in os.walk(memory):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in sorted(filenames):
+                full = Path(dirpath) / name
+                rel = full.relative_to(root).as_posix()
+                if name.startswith("."):
+                    continue
+                if full.is_symlink() and root not in full.resolve().parents:
+                    problems.append(daily.Problem("error", rel, None, "symlink points outside the workspace"))
+                    continue
+                parent = full.parent.relative_to(memory).as_posix()
+                if not name.endswith(".md"):
+                    problems.append(daily.Problem("warning", rel, None, "not a Markdown file: it is not indexed"))
+                    continue
+                in_layout = (parent == "." and (name in KNOWN_FILES or daily.DAILY_NAME.match(name))) or (
+                    parent == "archive" and daily.DAILY_NAME.match(name)
+                )
+                if not in_layout:
+                    problems.append(
+                        daily.Problem(
+                            "warning",
+                            rel,
+                            None,
+                            "outside the layout (MEMORY.md, INSIGHTS.md, HISTORY.md, YYYY-MM-DD.md, archive/): "
+                            "still indexed and searchable",
+                        )
+                    )
+                try:
+                    text = full.read_text(encoding="utf-8")
+                except UnicodeDecodeError:
+                    problems.append(daily.Problem("error", rel, None, "not valid UTF-8"))
+                    continue
+                except OSError as exc:
+                    problems.append(daily.Problem("error", rel, None, f"unreadable: {exc.strerror}"))
+                    continue
+                problems += daily.check_daily(rel, text)
+                problems += self._links(root, full, rel, text)
+        return problems
+
+    @staticmethod
+    def _links(root: Path, full: Path, rel: str, text: str) -> list[daily.Problem]:
+        problems = []
+        for number, line in enumerate(text.splitlines(), 1):
+            for target in _LINK.findall(line):
+                if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE) or target.startswith("#"):
+                    continue
+                clean = target.split("#", 1)[0]
+                if not clean:
+                    continue
+                resolved = (root / clean.lstrip("/")) if clean.startswith("/") else (full.parent / clean)
+                resolved = resolved.resolve()
+                if resolved != root and root not in resolved.parents:
+                    problems.append(daily.Problem("error", rel, number, f"link leaves the workspace: {target}"))
+                elif not resolved.exists():
+                    problems.append(daily.Problem("warning", rel, number, f"broken link: {target}"))
+        return problems
+
+    async def status(self, ws: Workspace) -> dict[str, Any]:
+        notes = self.get_notes(ws)
+        with anyio.move_on_after(5):
+            await notes.opened.wait()
+        files, chunks = await anyio.to_thread.run_sync(notes.index.counts)
+        dirty = await anyio.to_thread.run_sync(notes.index.dirty_files) if notes.opened.is_set() else []
+        memory_ok = (ws.path / "memory").is_dir()
+        recommended = None
+        if notes.open_error:
+            recommended = "memoryctl index --full"
+        elif not memory_ok:
+            recommended = "memoryctl init"
+        elif dirty and not notes.watching:
+            recommended = "memoryctl index"
+        return {
+            "workspace_id": ws.id,
+            "path": str(ws.path),
+            "name": ws.name,
+            "index_path": str(notes.index.db_path),
+            "files": files,
+            "chunks": chunks,
+            "dirty_files": dirty[:50],
+            "dirty_count": len(dirty),
+            "pending": sorted(notes.pending)[:50],
+            "last_indexed": None
+            if notes.index.last_indexed is None
+            else datetime.fromtimestamp(notes.index.last_indexed).astimezone().isoformat(timespec="seconds"),
+            "rebuilt": notes.index.last_rebuild_reason,
+            "watching": notes.watching,
+            "error": notes.open_error,
+            "recommended": recommended,
+        }
+
+
+def rjieba_ok() -> bool:
+    with contextlib.suppress(Exception):
+        import rjieba
+
+        return bool(rjieba.cut_for_search("串口超时"))
+    return False

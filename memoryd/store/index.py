@@ -1,0 +1,377 @@
+"""One workspace's note index: documents / chunks / chunks_fts (FTS5, external content) in one SQLite file.
+
+Incremental by (mtime, size) then sha256. A schema, chunker or text-processing version change, or a corrupt or
+missing file, triggers a rebuild; a full rebuild writes ``index.sqlite.new`` and swaps it in with ``os.replace``
+so a search never sees half an index. Blocking: call from a worker thread, never from the event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+import structlog
+
+from memoryd.notes import chunker, textindex
+
+log = structlog.get_logger("memoryd.index")
+
+SCHEMA_VERSION = 1
+INDEXED_SUFFIXES = (".md",)
+
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents(
+  doc_id INTEGER PRIMARY KEY,
+  path TEXT NOT NULL UNIQUE,
+  mtime_ns INTEGER NOT NULL,
+  size INTEGER NOT NULL,
+  sha256 TEXT NOT NULL,
+  indexed_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chunks(
+  chunk_id INTEGER PRIMARY KEY,
+  doc_id INTEGER NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+  start_line INTEGER NOT NULL,
+  end_line INTEGER NOT NULL,
+  heading TEXT NOT NULL,
+  text TEXT NOT NULL,
+  text_digest TEXT NOT NULL,
+  text_length INTEGER NOT NULL,
+  body TEXT NOT NULL,
+  idents TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+  body, idents, content='chunks', content_rowid='chunk_id', tokenize='{textindex.TOKENIZER}'
+);
+"""
+
+
+def versions(chunk_max_lines: int) -> dict[str, str]:
+    return {
+        "schema_version": str(SCHEMA_VERSION),
+        "chunker_version": str(chunker.CHUNKER_VERSION),
+        "text_version": str(textindex.TEXT_VERSION),
+        "tokenizer": textindex.TOKENIZER,
+        "chunk_max_lines": str(chunk_max_lines),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    path: str
+    start_line: int
+    end_line: int
+    heading: str
+    text: str
+    score: float
+
+
+@dataclass(slots=True)
+class SyncReport:
+    files_indexed: int = 0
+    files_removed: int = 0
+    files_unchanged: int = 0
+    bytes_indexed: int = 0
+    rebuilt: bool = False
+    rebuild_reason: str | None = None
+    ms: float = 0.0
+
+
+def _connect(path: Path, *, readonly: bool = False) -> apsw.Connection:
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    conn = apsw.Connection(str(path), flags=flags)
+    conn.set_busy_timeout(5000)
+    return conn
+
+
+def memory_files(root: Path) -> Iterable[tuple[str, os.stat_result]]:
+    """(relative path, stat) of every indexable file under ``root/memory``: no hidden entries, no symlinks
+    that leave the workspace."""
+    memory = root / "memory"
+    if not memory.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(memory, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            if name.startswith(".") or not name.lower().endswith(INDEXED_SUFFIXES):
+                continue
+            full = Path(dirpath) / name
+            try:
+                if full.is_symlink():
+                    target = full.resolve()
+                    if root not in target.parents:
+                        continue
+                info = full.stat()
+            except OSError:
+                continue
+            yield full.relative_to(root).as_posix(), info
+
+
+class NoteIndex:
+    """The index file of one workspace. Thread-safe: one writer at a time, readers on their own connection."""
+
+    def __init__(self, root: Path, db_path: Path, *, chunk_max_lines: int = 40) -> None:
+        self.root = root
+        self.db_path = db_path
+        self.chunk_max_lines = chunk_max_lines
+        self._write_lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._writer: apsw.Connection | None = None
+        self._reader: apsw.Connection | None = None
+        self.last_indexed: float | None = None
+        self.last_rebuild_reason: str | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------------------------
+
+    def open(self) -> str | None:
+        """Open the index; returns why it had to be rebuilt (None when it was usable as is)."""
+        with self._write_lock:
+            self.db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            reason = self._check_usable()
+            if reason is not None:
+                self._rebuild_locked(reason)
+            else:
+                self._open_connections()
+            return reason
+
+    def close(self) -> None:
+        with self._write_lock, self._read_lock:
+            for conn in (self._writer, self._reader):
+                if conn is not None:
+                    with contextlib.suppress(apsw.Error):
+                        conn.close()
+            self._writer = self._reader = None
+
+    def drop(self) -> None:
+        self.close()
+        for suffix in ("", "-wal", "-shm", ".new"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(str(self.db_path) + suffix).unlink()
+
+    def _check_usable(self) -> str | None:
+        if not self.db_path.exists():
+            return "missing"
+        try:
+            conn = _connect(self.db_path)
+            try:
+                rows = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta").fetchall()}
+                if rows != versions(self.chunk_max_lines):
+                    return "version_changed"
+                (check,) = conn.execute("PRAGMA quick_check").fetchone() or ("?",)
+                if check != "ok":
+                    return "corrupt"
+                conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'probe'").fetchall()
+            finally:
+                conn.close()
+        except apsw.Error:
+            return "corrupt"
+        return None
+
+    def _open_connections(self) -> None:
+        writer = _connect(self.db_path)
+        writer.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
+        self._writer = writer
+        with self._read_lock:
+            if self._reader is not None:
+                self._reader.close()
+            self._reader = _connect(self.db_path, readonly=True)
+
+    # --- writing ------------------------------------------------------------------------------------------
+
+    def rebuild(self, reason: str = "requested", progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        with self._write_lock:
+            return self._rebuild_locked(reason, progress)
+
+    def _rebuild_locked(self, reason: str, progress: Callable[[int, int], None] | None = None) -> SyncReport:
+        started = time.perf_counter()
+        fresh = Path(str(self.db_path) + ".new")
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                Path(str(fresh) + suffix).unlink()
+        conn = _connect(fresh)
+        try:
+            conn.execute("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
+            conn.execute(SCHEMA)
+            conn.executemany("INSERT INTO meta(key, value) VALUES(?, ?)", versions(self.chunk_max_lines).items())
+            report = self._sync_into(conn, None, progress)
+            conn.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            conn.close()
+        fd = os.open(fresh, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        with self._read_lock:
+            for old in (self._writer, self._reader):
+                if old is not None:
+                    with contextlib.suppress(apsw.Error):
+                        old.close()
+            self._writer = self._reader = None
+            for suffix in ("-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    Path(str(self.db_path) + suffix).unlink()
+            os.replace(fresh, self.db_path)
+        self._open_connections()
+        report.rebuilt = True
+        report.rebuild_reason = reason
+        report.ms = round((time.perf_counter() - started) * 1000, 2)
+        self.last_indexed = time.time()
+        self.last_rebuild_reason = reason
+        log.info(
+            "index_rebuilt",
+            root_digest=_digest(str(self.root)),
+            reason=reason,
+            files=report.files_indexed,
+            ms=report.ms,
+        )
+        return report
+
+    def sync(self, paths: Iterable[str] | None = None) -> SyncReport:
+        """Bring the index up to date: every file (``paths`` None) or just these relative paths."""
+        started = time.perf_counter()
+        with self._write_lock:
+            if self._writer is None:
+                raise RuntimeError("index is not open")
+            report = self._sync_into(self._writer, None if paths is None else set(paths), None)
+        report.ms = round((time.perf_counter() - started) * 1000, 2)
+        self.last_indexed = time.time()
+        return report
+
+    def _sync_into(
+        self, conn: apsw.Connection, only: set[str] | None, progress: Callable[[int, int], None] | None
+    ) -> SyncReport:
+        report = SyncReport()
+        known = {
+            path: (doc_id, mtime_ns, size, sha)
+            for doc_id, path, mtime_ns, size, sha in conn.execute(
+                "SELECT doc_id, path, mtime_ns, size, sha256 FROM documents"
+            )
+        }
+        if only is None:
+            present = dict(memory_files(self.root))
+        else:
+            present = {}
+            for rel in only:
+                full = self.root / rel
+                if full.suffix.lower() in INDEXED_SUFFIXES and full.is_file():
+                    with contextlib.suppress(OSError):
+                        present[rel] = full.stat()
+        targets = sorted(present)
+        with conn:
+            for number, rel in enumerate(targets, 1):
+                info = present[rel]
+                old = known.get(rel)
+                if old is not None and old[1] == info.st_mtime_ns and old[2] == info.st_size:
+                    report.files_unchanged += 1
+                    continue
+                try:
+                    data = (self.root / rel).read_bytes()
+                except OSError:
+                    continue
+                sha = hashlib.sha256(data).hexdigest()
+                if old is not None and old[3] == sha:
+                    conn.execute(
+                        "UPDATE documents SET mtime_ns=?, size=? WHERE doc_id=?",
+                        (info.st_mtime_ns, info.st_size, old[0]),
+                    )
+                    report.files_unchanged += 1
+                    continue
+                if old is not None:
+                    self._delete_doc(conn, old[0])
+                self._insert_doc(conn, rel, info, sha, data.decode("utf-8", errors="replace"))
+                report.files_indexed += 1
+                report.bytes_indexed += len(data)
+                if progress is not None:
+                    progress(number, len(targets))
+            gone = (set(known) - set(present)) if only is None else {p for p in only if p in known and p not in present}
+            for rel in gone:
+                self._delete_doc(conn, known[rel][0])
+                report.files_removed += 1
+        return report
+
+    def _delete_doc(self, conn: apsw.Connection, doc_id: int) -> None:
+        conn.execute(
+            "INSERT INTO chunks_fts(chunks_fts, rowid, body, idents) "
+            "SELECT 'delete', chunk_id, body, idents FROM chunks WHERE doc_id=?",
+            (doc_id,),
+        )
+        conn.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
+        conn.execute("DELETE FROM documents WHERE doc_id=?", (doc_id,))
+
+    def _insert_doc(self, conn: apsw.Connection, rel: str, info: os.stat_result, sha: str, text: str) -> None:
+        conn.execute(
+            "INSERT INTO documents(path, mtime_ns, size, sha256, indexed_at) VALUES(?, ?, ?, ?, ?)",
+            (rel, info.st_mtime_ns, info.st_size, sha, time.time()),
+        )
+        doc_id = conn.last_insert_rowid()
+        for chunk in chunker.chunk_markdown(text, max_lines=self.chunk_max_lines):
+            body, idents = textindex.index_fields(chunk.text)
+            conn.execute(
+                "INSERT INTO chunks(doc_id, start_line, end_line, heading, text, text_digest, text_length, body, "
+                "idents) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    doc_id,
+                    chunk.start_line,
+                    chunk.end_line,
+                    chunk.heading,
+                    chunk.text,
+                    hashlib.sha256(chunk.text.encode()).hexdigest()[:16],
+                    len(chunk.text),
+                    body,
+                    idents,
+                ),
+            )
+            conn.execute(
+                "INSERT INTO chunks_fts(rowid, body, idents) VALUES(?, ?, ?)",
+                (conn.last_insert_rowid(), body, idents),
+            )
+
+    # --- reading ------------------------------------------------------------------------------------------
+
+    def search(self, match: str, limit: int) -> list[Hit]:
+        sql = (
+            f"SELECT d.path, c.start_line, c.end_line, c.heading, c.text, {textindex.rank_sql()} AS rank "
+            "FROM chunks_fts JOIN chunks c ON c.chunk_id = chunks_fts.rowid JOIN documents d ON d.doc_id = c.doc_id "
+            "WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?"
+        )
+        with self._read_lock:
+            if self._reader is None:
+                raise RuntimeError("index is not open")
+            rows = self._reader.execute(sql, (match, limit)).fetchall()
+        return [
+            Hit(str(path), int(start), int(end), str(heading), str(text), round(-float(rank), 6))  # type: ignore[arg-type]
+            for path, start, end, heading, text, rank in rows
+        ]
+
+    def counts(self) -> tuple[int, int]:
+        with self._read_lock:
+            if self._reader is None:
+                return 0, 0
+            (files,) = self._reader.execute("SELECT count(*) FROM documents").fetchone() or (0,)
+            (chunks,) = self._reader.execute("SELECT count(*) FROM chunks").fetchone() or (0,)
+        return int(files), int(chunks)
+
+    def dirty_files(self) -> list[str]:
+        """Files whose (mtime, size) differ from the index, plus indexed files that are gone."""
+        with self._read_lock:
+            if self._reader is None:
+                return []
+            known = {p: (m, s) for p, m, s in self._reader.execute("SELECT path, mtime_ns, size FROM documents")}
+        present = {rel: (info.st_mtime_ns, info.st_size) for rel, info in memory_files(self.root)}
+        dirty = [rel for rel, sig in present.items() if known.get(rel) != sig]
+        dirty += [rel for rel in known if rel not in present]
+        return sorted(dirty)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
