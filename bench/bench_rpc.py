@@ -87,16 +87,22 @@ def main() -> None:
         with daemon(log_level=level) as (home, env):
             sock = str(home / "run" / "memoryd.sock")
             lat = ping_latencies(sock, args.calls)
-            print(f"[log-level {level}] ping round trip over {args.calls} calls, one client process: "
-                  f"p50 {pct(lat, 0.5):.1f} µs · p99 {pct(lat, 0.99):.1f} µs  (target p50 ≤ 60 µs)")
+            print(
+                f"[log-level {level}] ping round trip over {args.calls} calls, one client process: "
+                f"p50 {pct(lat, 0.5):.1f} µs · p99 {pct(lat, 0.99):.1f} µs  (target p50 ≤ 60 µs)"
+            )
             for clients in (1, 8):
                 rate = throughput(sock, clients, args.seconds)
-                print(f"[log-level {level}] throughput, {clients} concurrent client processes: {rate:,.0f} req/s"
-                      + ("  (target ≥ 15,000)" if clients == 8 else ""))
+                print(
+                    f"[log-level {level}] throughput, {clients} concurrent client processes: {rate:,.0f} req/s"
+                    + ("  (target ≥ 15,000)" if clients == 8 else "")
+                )
             if level == "info":
                 times = memoryctl_ping(env, args.runs)
-                print(f"memoryctl ping whole process over {args.runs} runs: median {statistics.median(times):.1f} ms "
-                      f"· p90 {pct(times, 0.9):.1f} ms  (target ≤ 40 ms)")
+                print(
+                    f"memoryctl ping whole process over {args.runs} runs: median {statistics.median(times):.1f} ms "
+                    f"· p90 {pct(times, 0.9):.1f} ms  (target ≤ 40 ms)"
+                )
 
 
 if __name__ == "__main__":

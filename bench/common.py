@@ -20,8 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def conditions() -> str:
-    return (f"{platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()} · "
-            f"{platform.system()} {platform.release()} · load {os.getloadavg()[0]:.2f}")
+    return (
+        f"{platform.node()} · {os.cpu_count()} cores · Python {platform.python_version()} · "
+        f"{platform.system()} {platform.release()} · load {os.getloadavg()[0]:.2f}"
+    )
 
 
 def env_for(home: Path) -> dict[str, str]:
@@ -37,8 +39,9 @@ def daemon(log_level: str = "info", extra_env: dict[str, str] | None = None) -> 
     env = env_for(home)
     env.update(extra_env or {})
     log = open(home / "daemon.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen([sys.executable, "-m", "memoryd", "serve", "--log-level", log_level], env=env,
-                            stdout=log, stderr=log)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memoryd", "serve", "--log-level", log_level], env=env, stdout=log, stderr=log
+    )
     sock = home / "run" / "memoryd.sock"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

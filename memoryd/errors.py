@@ -181,7 +181,14 @@ _SPECS = [
         "MEMORY_WORKSPACE_INVALID",
         -32017,
         "Not a usable workspace directory",
-        "Pass an existing directory you own (not a file, not inside another registered workspace's memory).",
+        "Pass an existing directory (not a file, not the filesystem root), as an absolute path.",
+        1,
+    ),
+    ErrorSpec(
+        "MEMORY_EMPTY",
+        -32018,
+        "Nothing to store",
+        "The text is empty once <private>…</private> spans are removed; private text is never stored.",
         1,
     ),
 ]

@@ -212,9 +212,15 @@ class WorkspaceWatcher:
                     await stop_event.wait()
                 raw: set[tuple[int, str]] | str = "timeout"
             else:
-                raw = await anyio.to_thread.run_sync(
-                    notify.watch, self._debounce_ms, self._step_ms, tick, stop_event, limiter=limiter
-                )
+                try:
+                    raw = await anyio.to_thread.run_sync(
+                        notify.watch, self._debounce_ms, self._step_ms, tick, stop_event, limiter=limiter
+                    )
+                except Exception as exc:  # backend error: back off one tick, then re-arm and resync
+                    log.warning("watch_backend_failed", workspace=str(self.workspace_root), error=str(exc))
+                    with anyio.move_on_after(_POLL_TICK_MS / 1000):
+                        await stop_event.wait()
+                    return
             if raw == "stop" or stop_event.is_set():
                 return
             rearm = notify is None

@@ -112,7 +112,7 @@ def check_daily(rel_path: str, text: str) -> list[Problem]:
                     "warning",
                     rel_path,
                     number,
-                    "heading is not '## YYYY-MM-DD HH:MM — type' (decision, event, summary, note)",
+                    f"heading {line.strip()[:60]!r} is not '## YYYY-MM-DD HH:MM — type' (decision, event, summary, note)",
                 )
             )
             continue
