@@ -24,6 +24,9 @@ log = structlog.get_logger("memoryd.rpc")
 P = TypeVar("P", bound=BaseModel)
 R = TypeVar("R", bound=BaseModel)
 _NO_ID = object()
+_ID_TYPES = (str, int, float)  # exact types: bool is not an id
+_PARAMS_TYPES = (dict, list)
+_MEMBERS = frozenset({"jsonrpc", "method", "params", "id"})
 
 
 @dataclass(slots=True)
