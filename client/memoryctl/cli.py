@@ -198,7 +198,7 @@ def verb_call(args: argparse.Namespace) -> tuple[str, dict[str, Any], Render]:
             params.update(scope="all", owner_token=owner_token())
         else:
             params["workspace"] = _workspace(args)
-        return "index", params, _human_dict
+        return "index", params, _render_index
     if verb == "validate":
         params = {}
         if args.all:
@@ -207,6 +207,18 @@ def verb_call(args: argparse.Namespace) -> tuple[str, dict[str, Any], Render]:
             params["workspace"] = _workspace(args)
         return "validate", params, _render_validate
     raise Usage(f"unknown verb {verb}")
+
+
+def _render_index(result: dict[str, Any]) -> str:
+    return (
+        "\n".join(
+            f"{r['workspace_id']}: {r['files']} files, {r['chunks']} chunks "
+            f"({r['files_indexed']} indexed, {r['files_removed']} removed, {r['files_unchanged']} unchanged"
+            f"{', rebuilt' if r['rebuilt'] else ''}) in {r['ms']:.0f} ms"
+            for r in result.get("workspaces", [])
+        )
+        or "no workspaces"
+    )
 
 
 def _render_status(result: dict[str, Any]) -> str:
@@ -318,6 +330,50 @@ def _emit_error(
             sys.stderr.write(f"hint: {hint}\n")
 
 
+def _with_progress(conn: Connection, params: dict[str, Any], path: str, timeout: float) -> Any:
+    """Run the index call in a thread; meanwhile poll status on a second connection and draw a bar."""
+    import threading
+
+    from memoryctl.rpc import Connection as Conn
+
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = conn.call("index", params)
+        except BaseException as exc:  # re-raised in the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    shown = False
+    status_params = {k: v for k, v in params.items() if k in ("workspace", "scope", "owner_token")}
+    try:
+        with Conn(path, timeout) as watcher:
+            while worker.is_alive():
+                worker.join(0.2)
+                if not worker.is_alive():
+                    break
+                for ws in watcher.call("status", status_params).get("workspaces", []):
+                    progress = ws.get("indexing")
+                    if progress and progress["total"]:
+                        done, total = progress["done"], progress["total"]
+                        filled = int(30 * done / total)
+                        sys.stderr.write(
+                            f"\rindexing {ws['workspace_id']} [{'#' * filled}{'.' * (30 - filled)}] "
+                            f"{done}/{total} files"
+                        )
+                        sys.stderr.flush()
+                        shown = True
+    except (ClientError, RemoteError):
+        worker.join()
+    if shown:
+        sys.stderr.write("\n")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -333,7 +389,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         conn: Connection = connect(path, timeout, args.autostart)
         with conn:
             try:
-                result = conn.call(method, params)
+                if method == "index" and not args.json and sys.stderr.isatty():
+                    result = _with_progress(conn, params, path, timeout)
+                else:
+                    result = conn.call(method, params)
             except RemoteError as exc:
                 if not (method == "status" and exc.name == "MEMORY_WORKSPACE_NOT_FOUND" and not args.workspace):
                     raise

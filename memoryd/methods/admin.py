@@ -42,6 +42,11 @@ class StatusParams(Wire):
     owner_token: str | None = OwnerToken
 
 
+class IndexProgress(Wire):
+    done: int
+    total: int
+
+
 class WorkspaceStatus(Wire):
     workspace_id: str
     path: str
@@ -57,6 +62,7 @@ class WorkspaceStatus(Wire):
         default=None, description="Why the index was last rebuilt (missing, corrupt, version_changed, requested)."
     )
     watching: bool
+    indexing: IndexProgress | None = Field(default=None, description="Progress of an explicit index call in flight.")
     error: str | None = None
     recommended: str | None = Field(default=None, description="The next command to run when something is wrong.")
 

@@ -45,6 +45,7 @@ class WorkspaceNotes:
     watcher: WorkspaceWatcher | None = None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     watching: bool = False
+    progress: tuple[int, int] | None = None  # (files done, files total) while an explicit index runs
 
     @property
     def root(self) -> Path:
@@ -357,14 +358,21 @@ class NotesService:
 
     async def index(self, ws: Workspace, *, full: bool) -> dict[str, Any]:
         notes = await self._ready(self.get_notes(ws))
+
+        def progress(done: int, total: int) -> None:
+            notes.progress = (done, total)  # read by status; a tuple swap is atomic
+
         async with notes.write_lock:
+            notes.progress = (0, 0)
             try:
                 report: SyncReport = await anyio.to_thread.run_sync(
-                    lambda: notes.index.rebuild("requested") if full else notes.index.sync(None)
+                    lambda: notes.index.rebuild("requested", progress) if full else notes.index.sync(None, progress)
                 )
             except Exception as exc:
                 log.exception("index_failed", workspace_id=ws.id)
                 raise AppError("MEMORY_INDEX_FAILED") from exc
+            finally:
+                notes.progress = None
             notes.pending.clear()
             notes.full_rescan = False
         files, chunks = await anyio.to_thread.run_sync(notes.index.counts)
@@ -484,6 +492,7 @@ class NotesService:
             else datetime.fromtimestamp(notes.index.last_indexed).astimezone().isoformat(timespec="seconds"),
             "rebuilt": notes.index.last_rebuild_reason,
             "watching": notes.watching,
+            "indexing": None if notes.progress is None else {"done": notes.progress[0], "total": notes.progress[1]},
             "error": notes.open_error,
             "recommended": recommended,
         }

@@ -236,13 +236,15 @@ class NoteIndex:
         )
         return report
 
-    def sync(self, paths: Iterable[str] | None = None) -> SyncReport:
+    def sync(
+        self, paths: Iterable[str] | None = None, progress: Callable[[int, int], None] | None = None
+    ) -> SyncReport:
         """Bring the index up to date: every file (``paths`` None) or just these relative paths."""
         started = time.perf_counter()
         with self._write_lock:
             if self._writer is None:
                 raise RuntimeError("index is not open")
-            report = self._sync_into(self._writer, None if paths is None else set(paths), None)
+            report = self._sync_into(self._writer, None if paths is None else set(paths), progress)
         report.ms = round((time.perf_counter() - started) * 1000, 2)
         self.last_indexed = time.time()
         return report
@@ -271,6 +273,8 @@ class NoteIndex:
             for number, rel in enumerate(targets, 1):
                 info = present[rel]
                 old = known.get(rel)
+                if progress is not None:
+                    progress(number - 1, len(targets))
                 if old is not None and old[1] == info.st_mtime_ns and old[2] == info.st_size:
                     report.files_unchanged += 1
                     continue
@@ -291,8 +295,8 @@ class NoteIndex:
                 self._insert_doc(conn, rel, info, sha, data.decode("utf-8", errors="replace"))
                 report.files_indexed += 1
                 report.bytes_indexed += len(data)
-                if progress is not None:
-                    progress(number, len(targets))
+            if progress is not None:
+                progress(len(targets), len(targets))
             gone = (set(known) - set(present)) if only is None else {p for p in only if p in known and p not in present}
             for rel in gone:
                 self._delete_doc(conn, known[rel][0])
