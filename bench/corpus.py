@@ -195,7 +195,8 @@ def generate(root: Path, megabytes: float, seed: int = 7, targets_wanted: int = 
                     bullets[0] = f"{bullets[0]} Code {ident} appeared."
                     targets.append(Target(ident, f"memory/{name}", heading_line, "identifier"))
                 elif which == 1:
-                    term = rng.choice(RARE_ZH) + rng.choice(ZH)
+                    pair = len(targets) // 3  # distinct pairs of rare terms: each Chinese target is unique
+                    term = RARE_ZH[pair % len(RARE_ZH)] + RARE_ZH[(pair // len(RARE_ZH) + pair + 1) % len(RARE_ZH)]
                     bullets[0] = f"发现{term}问题，{bullets[0]}"
                     targets.append(Target(term, f"memory/{name}", heading_line, "chinese"))
                 else:

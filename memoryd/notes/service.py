@@ -301,11 +301,16 @@ class NotesService:
 
     async def search(self, ws: Workspace, query: str, limit: int, snippet_max_chars: int) -> dict[str, Any]:
         notes = await self._ready(self.get_notes(ws))
-        match = textindex.match_expression(query)
+        terms = textindex.match_terms(query)
         hits: list[Hit] = []
-        if match is not None:
+        if terms:
+
+            def run() -> list[Hit]:
+                match = textindex.join_terms(notes.index.prune(terms))
+                return [] if match is None else notes.index.search(match, limit)
+
             try:
-                hits = await anyio.to_thread.run_sync(notes.index.search, match, limit)
+                hits = await anyio.to_thread.run_sync(run)
             except Exception as exc:
                 log.exception("search_failed", workspace_id=ws.id)
                 raise AppError("MEMORY_SEARCH_FAILED") from exc

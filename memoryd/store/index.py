@@ -23,7 +23,9 @@ from memoryd.notes import chunker, textindex
 
 log = structlog.get_logger("memoryd.index")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3
+PRUNE_MIN_CHUNKS = 5000
+PRUNE_MAX_SHARE = 0.05
 INDEXED_SUFFIXES = (".md",)
 
 SCHEMA = f"""
@@ -44,14 +46,15 @@ CREATE TABLE IF NOT EXISTS chunks(
   heading TEXT NOT NULL,
   text TEXT NOT NULL,
   text_digest TEXT NOT NULL,
-  text_length INTEGER NOT NULL,
-  body TEXT NOT NULL,
-  idents TEXT NOT NULL
+  text_length INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
+-- Contentless: the segmented body and the identifier forms are only needed to build the index, and the raw
+-- chunk text lives in chunks. contentless_delete lets a document's rows be deleted by rowid.
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-  body, idents, content='chunks', content_rowid='chunk_id', tokenize='{textindex.TOKENIZER}'
+  body, idents, content='', contentless_delete=1, tokenize='{textindex.TOKENIZER}'
 );
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, 'row');
 """
 
 
@@ -201,6 +204,7 @@ class NoteIndex:
         try:
             conn.execute("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
             conn.execute(SCHEMA)
+            conn.execute(f"INSERT INTO chunks_fts(chunks_fts, rank) VALUES('rank', '{textindex.rank_sql()}')")
             conn.executemany("INSERT INTO meta(key, value) VALUES(?, ?)", versions(self.chunk_max_lines).items())
             report = self._sync_into(conn, None, progress)
             conn.execute("PRAGMA journal_mode=DELETE")
@@ -304,11 +308,7 @@ class NoteIndex:
         return report
 
     def _delete_doc(self, conn: apsw.Connection, doc_id: int) -> None:
-        conn.execute(
-            "INSERT INTO chunks_fts(chunks_fts, rowid, body, idents) "
-            "SELECT 'delete', chunk_id, body, idents FROM chunks WHERE doc_id=?",
-            (doc_id,),
-        )
+        conn.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT chunk_id FROM chunks WHERE doc_id=?)", (doc_id,))
         conn.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
         conn.execute("DELETE FROM documents WHERE doc_id=?", (doc_id,))
 
@@ -318,35 +318,59 @@ class NoteIndex:
             (rel, info.st_mtime_ns, info.st_size, sha, time.time()),
         )
         doc_id = conn.last_insert_rowid()
-        for chunk in chunker.chunk_markdown(text, max_lines=self.chunk_max_lines):
-            body, idents = textindex.index_fields(chunk.text)
-            conn.execute(
-                "INSERT INTO chunks(doc_id, start_line, end_line, heading, text, text_digest, text_length, body, "
-                "idents) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    doc_id,
-                    chunk.start_line,
-                    chunk.end_line,
-                    chunk.heading,
-                    chunk.text,
-                    hashlib.sha256(chunk.text.encode()).hexdigest()[:16],
-                    len(chunk.text),
-                    body,
-                    idents,
-                ),
-            )
-            conn.execute(
-                "INSERT INTO chunks_fts(rowid, body, idents) VALUES(?, ?, ?)",
-                (conn.last_insert_rowid(), body, idents),
-            )
+        chunks = chunker.chunk_markdown(text, max_lines=self.chunk_max_lines)
+        if not chunks:
+            return
+        (first_id,) = conn.execute("SELECT coalesce(max(chunk_id), 0) + 1 FROM chunks").fetchone() or (1,)
+        rows = []
+        fts_rows = []
+        for offset, chunk in enumerate(chunks):
+            chunk_id = int(first_id) + offset  # type: ignore[call-overload]
+            encoded = chunk.text.encode()
+            rows.append((chunk_id, doc_id, chunk.start_line, chunk.end_line, chunk.heading, chunk.text,
+                         hashlib.sha256(encoded).hexdigest()[:16], len(chunk.text)))
+            fts_rows.append((chunk_id, *textindex.index_fields(chunk.text)))
+        conn.executemany(
+            "INSERT INTO chunks(chunk_id, doc_id, start_line, end_line, heading, text, text_digest, text_length) "
+            "VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        conn.executemany("INSERT INTO chunks_fts(rowid, body, idents) VALUES(?, ?, ?)", fts_rows)
 
     # --- reading ------------------------------------------------------------------------------------------
 
+    def prune(self, terms: list[textindex.Term]) -> list[textindex.Term]:
+        """Drop very common single-word terms when rarer ones remain (an adaptive stop list).
+
+        An OR query must score every row that matches any term; a word in a fifth of all chunks makes that
+        tens of thousands of rows at 100k chunks, while its BM25 weight (idf) is close to nothing. Identifier
+        and phrase terms are always kept. Small indexes are not pruned: they are fast anyway.
+        """
+        with self._read_lock:
+            if self._reader is None:
+                raise RuntimeError("index is not open")
+            (total,) = self._reader.execute("SELECT count(*) FROM chunks").fetchone() or (0,)
+            total = int(total)  # type: ignore[call-overload]
+            if total < PRUNE_MIN_CHUNKS:
+                return terms
+            frequency: dict[str, int] = {}
+            for term in terms:
+                if term.token is not None and term.token not in frequency:
+                    row = self._reader.execute("SELECT doc FROM chunks_vocab WHERE term = ?", (term.token,)).fetchone()
+                    frequency[term.token] = int(row[0]) if row else 0  # type: ignore[call-overload]
+        limit = total * PRUNE_MAX_SHARE
+        kept = [t for t in terms if t.token is None or frequency[t.token] <= limit]
+        if kept:
+            return kept
+        words = sorted((t for t in terms if t.token is not None), key=lambda t: frequency[t.token or ""])
+        return words[:2]
+
     def search(self, match: str, limit: int) -> list[Hit]:
+        # Rank inside FTS5 first (ORDER BY rank LIMIT), then join only the winners.
         sql = (
-            f"SELECT d.path, c.start_line, c.end_line, c.heading, c.text, {textindex.rank_sql()} AS rank "
-            "FROM chunks_fts JOIN chunks c ON c.chunk_id = chunks_fts.rowid JOIN documents d ON d.doc_id = c.doc_id "
-            "WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?"
+            "SELECT d.path, c.start_line, c.end_line, c.heading, c.text, top.rank FROM "
+            "(SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?) AS top "
+            "JOIN chunks c ON c.chunk_id = top.rowid JOIN documents d ON d.doc_id = c.doc_id ORDER BY top.rank"
         )
         with self._read_lock:
             if self._reader is None:
