@@ -1,3 +1,4 @@
 from memoryctl.cli import entry
 
-entry()
+if __name__ == "__main__":
+    entry()

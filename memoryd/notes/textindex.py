@@ -1,404 +1,213 @@
-"""Text → FTS5 input, on both sides: what the index stores and what a query asks.
+"""Text → FTS5 input, on both sides: what the index stores for a chunk and what a query asks for.
 
-- Chinese (and other CJK) runs are pre-segmented with ``rjieba.cut_for_search`` and joined with spaces, so the
-  ``unicode61`` tokenizer sees words: ``串口超时`` is found inside a sentence, so is the 2-character ``串口``.
-- Exact identifiers (``ERR_UART_TIMEOUT_0x3F``, ``facts.transport.baud``, ``src/drivers/uart.c``, ``KX-200``)
-  are split into parts by unicode61; their joined form (lower-case, separators removed) goes into a second column,
-  ``idents``, weighted high, so an exact identifier match ranks first.
-- A query is user text, never FTS5 syntax: every term is quoted, stop words are dropped, terms are OR-ed and BM25
-  ranks them (on LoCoMo an AND of all words finds evidence for 12% of questions, OR/BM25 for 58%).
+The table is ``fts5(body, idents, tokenize='<TOKENIZER>')`` ranked by :func:`rank_sql`.
+
+- ``body`` is the chunk text with CJK runs pre-segmented by ``rjieba.cut_for_search`` and joined with spaces, so
+  ``unicode61`` sees words: it would otherwise index a whole Chinese sentence as one token, and ``串口超时`` could
+  never be found inside ``今天调试发现串口超时问题``. (trigram would find that, but misses 2-character words like
+  ``串口``, the most common length in Chinese.) Queries are segmented the same way, so for the same string the
+  query's tokens are a subset of the index's. Everything else is left to unicode61.
+- ``idents`` holds one token per identifier-like word (``ERR_UART_TIMEOUT_0x3F``, ``facts.transport.baud``,
+  ``src/drivers/uart.c``, ``KX-200``, ``0x3F``): unicode61 splits these into common parts (err, uart, …), so an
+  exact match could not outrank a chunk that merely says "uart timeout" a lot. The token is the lower-cased
+  parts joined by ``ǀ`` (U+01C0, a letter to unicode61, so the form stays one token): ``errǀuartǀtimeoutǀ0x3f``.
+  Keeping the part boundaries means versions ``1.2.0`` and ``12.0`` stay distinct (stripping the separators
+  would make both ``120``), while the separator itself is ignored (``KX-200`` = ``kx_200``, a typist's
+  variation). The column is weighted :data:`IDENT_WEIGHT` times the body.
+- A query is user text, never FTS5 syntax: every term is quoted, stop words are dropped, and terms are OR-ed so
+  BM25 ranks (an AND of all words finds evidence for 12% of LoCoMo questions, OR/BM25 for over half).
+
+Both sides NFKC-normalise first, so full-width ``ＵＡＲＴ２`` (common in Chinese text) matches ``UART2``.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
 import rjieba
 
 TOKENIZER = "unicode61 remove_diacritics 2"
-TEXT_VERSION = 3
+# Bump when index-side processing changes: stored rows would no longer match what queries produce (rebuild).
+TEXT_VERSION = 4
 IDENT_WEIGHT = 8.0
-MAX_TERMS = 64
+MAX_TERMS = 64  # OR clauses per query: bounds the cost of a pasted 10 kB question
+MAX_QUERY_CHARS = 20_000
+NEAR_DISTANCE = 6  # tokens allowed between two adjacent CJK query words (cut_for_search puts sub-words between)
+IDENT_JOINER = "\u01c0"
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
-# Starts only at a word boundary and never backtracks into a word (possessive ``++``): the naive form of this
-# pattern made index_fields 4x slower on ordinary prose.
-_IDENT = re.compile(r"(?<![^\W_])[^\W_]++(?:[_./:\\-]+[^\W_]++)+")
-_WORD = re.compile(r"[^\W_]+")
+# Han (incl. extensions and compatibility), kana and Hangul: scripts written without spaces between words.
+_CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0003134f"
+_CJK = re.compile(f"[{_CJK_CHARS}]+")
+_PART_CHAR = f"[^\\W_{_CJK_CHARS}{IDENT_JOINER}]"  # a letter or digit outside CJK
+_LETTER = f"[^\\W\\d_{_CJK_CHARS}{IDENT_JOINER}]"
+_SEPARATOR = r"[_./:\\-]"
+_PART = re.compile(f"{_PART_CHAR}+")
+# Parts joined by separators, or one part mixing letters and digits. Starts only at a word boundary and never
+# backtracks into a part (possessive quantifiers), which keeps the scan linear on ordinary prose.
+_IDENT = re.compile(
+    f"(?<!{_PART_CHAR})(?:{_PART_CHAR}++(?:{_SEPARATOR}++{_PART_CHAR}++)+"
+    f"|(?={_PART_CHAR}*?\\d)(?={_PART_CHAR}*?{_LETTER}){_PART_CHAR}++)"
+)
+_PATH_SEPARATOR = re.compile(r"[/\\]+")
+# A query token: a CJK run (segmented later) or a word as unicode61 sees it (letters, digits, combining marks).
+_MARK = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+_TOKEN = re.compile(f"([{_CJK_CHARS}]+)|(?:[^\\W_{_CJK_CHARS}]|[{_MARK}])+")
 
 STOP_EN = frozenset(
-    [
-        "a",
-        "about",
-        "above",
-        "after",
-        "again",
-        "against",
-        "all",
-        "am",
-        "an",
-        "and",
-        "any",
-        "are",
-        "aren't",
-        "as",
-        "at",
-        "be",
-        "because",
-        "been",
-        "before",
-        "being",
-        "below",
-        "between",
-        "both",
-        "but",
-        "by",
-        "can",
-        "can't",
-        "cannot",
-        "could",
-        "couldn't",
-        "did",
-        "didn't",
-        "do",
-        "does",
-        "doesn't",
-        "doing",
-        "don't",
-        "down",
-        "during",
-        "each",
-        "few",
-        "for",
-        "from",
-        "further",
-        "had",
-        "hadn't",
-        "has",
-        "hasn't",
-        "have",
-        "haven't",
-        "having",
-        "he",
-        "he'd",
-        "he'll",
-        "he's",
-        "her",
-        "here",
-        "here's",
-        "hers",
-        "herself",
-        "him",
-        "himself",
-        "his",
-        "how",
-        "how's",
-        "i",
-        "i'd",
-        "i'll",
-        "i'm",
-        "i've",
-        "if",
-        "in",
-        "into",
-        "is",
-        "isn't",
-        "it",
-        "it's",
-        "its",
-        "itself",
-        "let's",
-        "me",
-        "more",
-        "most",
-        "mustn't",
-        "my",
-        "myself",
-        "no",
-        "nor",
-        "not",
-        "of",
-        "off",
-        "on",
-        "once",
-        "only",
-        "or",
-        "other",
-        "ought",
-        "our",
-        "ours",
-        "ourselves",
-        "out",
-        "over",
-        "own",
-        "same",
-        "shan't",
-        "she",
-        "she'd",
-        "she'll",
-        "she's",
-        "should",
-        "shouldn't",
-        "so",
-        "some",
-        "such",
-        "than",
-        "that",
-        "that's",
-        "the",
-        "their",
-        "theirs",
-        "them",
-        "themselves",
-        "then",
-        "there",
-        "there's",
-        "these",
-        "they",
-        "they'd",
-        "they'll",
-        "they're",
-        "they've",
-        "this",
-        "those",
-        "through",
-        "to",
-        "too",
-        "under",
-        "until",
-        "up",
-        "very",
-        "was",
-        "wasn't",
-        "we",
-        "we'd",
-        "we'll",
-        "we're",
-        "we've",
-        "were",
-        "weren't",
-        "what",
-        "what's",
-        "when",
-        "when's",
-        "where",
-        "where's",
-        "which",
-        "while",
-        "who",
-        "who's",
-        "whom",
-        "why",
-        "why's",
-        "with",
-        "won't",
-        "would",
-        "wouldn't",
-        "you",
-        "you'd",
-        "you'll",
-        "you're",
-        "you've",
-        "your",
-        "yours",
-        "yourself",
-        "yourselves",
-        "did",
-        "does",
-        "tell",
-        "said",
-        "say",
-        "know",
-        "also",
-        "just",
-        "like",
-        "get",
-        "got",
-        "go",
-        "went",
-        "ever",
-        "anything",
-        "something",
-        "s",
-        "t",
-        "d",
-        "ll",
-        "m",
-        "re",
-        "ve",
-    ]
+    ["a", "about", "above", "after", "again", "against", "ain", "all", "also", "am", "an", "and", "any", "are", "aren", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "couldn", "d", "did", "didn", "do", "does", "doesn", "doing", "don", "down", "during", "each", "either", "else", "etc", "ever", "few", "for", "from", "further", "had", "hadn", "has", "hasn", "have", "haven", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "however", "i", "if", "in", "into", "is", "isn", "it", "its", "itself", "just", "ll", "m", "ma", "may", "me", "might", "mightn", "more", "most", "must", "mustn", "my", "myself", "needn", "neither", "no", "nor", "not", "now", "o", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "re", "s", "same", "shall", "shan", "she", "should", "shouldn", "so", "some", "such", "t", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "ve", "very", "was", "wasn", "we", "were", "weren", "what", "whatever", "when", "where", "whether", "which", "while", "who", "whom", "whose", "why", "will", "with", "won", "would", "wouldn", "y", "yet", "you", "your", "yours", "yourself", "yourselves"]
 )
 STOP_ZH = frozenset(
-    [
-        "的",
-        "了",
-        "是",
-        "在",
-        "吗",
-        "呢",
-        "吧",
-        "啊",
-        "呀",
-        "么",
-        "什么",
-        "怎么",
-        "怎样",
-        "如何",
-        "为什么",
-        "哪",
-        "哪里",
-        "哪个",
-        "哪些",
-        "谁",
-        "我",
-        "你",
-        "他",
-        "她",
-        "它",
-        "我们",
-        "你们",
-        "他们",
-        "她们",
-        "它们",
-        "这",
-        "那",
-        "这个",
-        "那个",
-        "这些",
-        "那些",
-        "和",
-        "与",
-        "及",
-        "或",
-        "或者",
-        "也",
-        "都",
-        "就",
-        "还",
-        "又",
-        "被",
-        "把",
-        "给",
-        "对",
-        "从",
-        "向",
-        "到",
-        "以",
-        "之",
-        "其",
-        "而",
-        "但",
-        "但是",
-        "因为",
-        "所以",
-        "如果",
-        "一个",
-        "一些",
-        "有",
-        "没有",
-        "没",
-        "不",
-        "很",
-        "会",
-        "能",
-        "要",
-        "可以",
-        "上",
-        "下",
-        "中",
-        "里",
-        "个",
-        "过",
-        "着",
-        "等",
-        "请",
-        "问",
-        "吗？",
-    ]
+    ["的", "地", "得", "了", "着", "过", "是", "在", "吗", "呢", "吧", "啊", "呀", "嘛", "哦", "么", "啥", "什么", "怎么", "怎样", "怎么样", "如何", "为什么", "为何", "哪", "哪里", "哪儿", "哪个", "哪些", "谁", "多少", "是否", "是不是", "有没有", "我", "你", "您", "他", "她", "它", "我们", "你们", "他们", "她们", "它们", "咱们", "自己", "这", "那", "这个", "那个", "这些", "那些", "这样", "那样", "这里", "那里", "和", "与", "及", "以及", "或", "或者", "也", "都", "就", "还", "又", "被", "把", "给", "对", "对于", "从", "向", "到", "以", "之", "其", "而", "但", "但是", "因为", "所以", "如果", "一个", "一些", "有", "没有", "没", "不", "很", "会", "能", "要", "可以", "个", "等", "请", "问", "之前", "之后", "时候"]
 )
 
 
-def _segment(run: str) -> list[str]:
-    return [w for w in rjieba.cut_for_search(run) if w.strip()]
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One OR clause of a MATCH expression."""
 
-
-@lru_cache(maxsize=4096)
-def _segment_cached(run: str) -> tuple[str, ...]:
-    return tuple(_segment(run))
-
-
-def _joined(ident: str) -> str:
-    return "".join(_WORD.findall(ident)).lower()
-
-
-def index_fields(text: str) -> tuple[str, str]:
-    """(body, idents) column values for one chunk."""
-    body = _CJK.sub(lambda m: " " + " ".join(_segment_cached(m.group(0))) + " ", text) if _CJK.search(text) else text
-    idents = " ".join(dict.fromkeys(_joined(m.group(0)) for m in _IDENT.finditer(text)))
-    return body, idents
+    expr: str  # FTS5 syntax, every string quoted
+    token: str | None  # the single index token it looks up (for document-frequency pruning), else None
 
 
 def _quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def query_terms(query: str) -> tuple[list[str], list[str], list[str]]:
-    """(identifier forms, phrases, words) of a query, de-duplicated, stop words removed where something else
-    remains. Words are single index tokens (their document frequency can be looked up); phrases are not."""
-    idents: list[str] = []
-    phrases: list[str] = []
-    for m in _IDENT.finditer(query):
-        parts = [p.lower() for p in _WORD.findall(m.group(0))]
-        idents.append("".join(parts))
-        phrases.append(" ".join(parts))
+def _cut_for_search(run: str) -> list[str]:
+    return [w for w in rjieba.cut_for_search(run) if not w.isspace()]
+
+
+@lru_cache(maxsize=1024)
+def _segment_query_run(run: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(cut_for_search words, precise-mode words) of one CJK run of a query."""
+    return tuple(_cut_for_search(run)), tuple(w for w in rjieba.cut(run) if not w.isspace())
+
+
+def _joined(ident: str) -> tuple[str, list[str]]:
+    parts = [p.lower() for p in _PART.findall(ident)]
+    return IDENT_JOINER.join(parts), parts
+
+
+def _is_mixed(part: str) -> bool:
+    return not part.isdigit() and any(c.isdigit() for c in part)
+
+
+def _index_idents(text: str) -> Iterator[str]:
+    """Every form under which the identifiers of ``text`` can be looked up.
+
+    Besides the full form: a path's file name (``uart.c`` finds ``src/drivers/uart.c``) and any part mixing
+    letters and digits (``0x3F`` finds ``ERR_UART_TIMEOUT_0x3F``). The query side only uses the full form of
+    what was typed, so these extras never widen a query, they only let a shorter identifier find a longer one.
+    """
+    for match in _IDENT.finditer(text):
+        ident = match[0]
+        joined, parts = _joined(ident)
+        yield joined
+        if len(parts) > 1:
+            if "/" in ident or "\\" in ident:
+                name = _PATH_SEPARATOR.split(ident)[-1]
+                if _IDENT.fullmatch(name):
+                    yield _joined(name)[0]
+            yield from (p for p in parts if _is_mixed(p))
+
+
+def _segment_body(match: re.Match[str]) -> str:
+    return " " + " ".join(_cut_for_search(match[0])) + " "
+
+
+def index_fields(text: str) -> tuple[str, str]:
+    """(body, idents) column values for one chunk's text. Deterministic: the same text always gives the same
+    values (bump :data:`TEXT_VERSION` when that changes)."""
+    text = unicodedata.normalize("NFKC", text)
+    body = _CJK.sub(_segment_body, text)
+    idents = " ".join(dict.fromkeys(_index_idents(text)))
+    return body, idents
+
+
+def _fold(word: str) -> str:
+    """The token unicode61 (remove_diacritics 2) stores for ``word``, near enough for a vocabulary look-up."""
+    if word.isascii():
+        return word
+    return "".join(c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c))
+
+
+def _query_words(query: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """All words of ``query`` in order (lower-cased, CJK segmented), and the adjacent pairs of content words
+    inside each CJK run (for a proximity clause: ``串口超时`` beats a chunk saying 串口 here and 超时 there)."""
     words: list[str] = []
-    for piece in _WORD.findall(query):
-        if _CJK.search(piece):
-            # a token can mix CJK and Latin ("KX200固件"): split the runs
-            for part in re.split(f"({_CJK.pattern})", piece):
-                if not part:
-                    continue
-                if _CJK.fullmatch(part):
-                    segmented = _segment_cached(part)
-                    words.extend(segmented)
-                    content = [w for w in segmented if w not in STOP_ZH]
-                    if 2 <= len(content) <= 8:
-                        # the run's words close together beat the same words scattered over a chunk
-                        phrases.append("NEAR(" + " ".join(_quote(w) for w in content) + ", 6)")
-                else:
-                    words.append(part.lower())
-        else:
-            words.append(piece.lower())
-    kept = [w for w in words if w not in STOP_EN and w not in STOP_ZH]
-    words = list(dict.fromkeys(kept or words))
-    return list(dict.fromkeys(idents)), list(dict.fromkeys(phrases)), words
-
-
-@dataclass(frozen=True, slots=True)
-class Term:
-    expr: str  # the quoted FTS5 expression
-    token: str | None  # the single index token, when the term is one (for document-frequency look-ups)
+    pairs: list[tuple[str, str]] = []
+    for match in _TOKEN.finditer(query):
+        if match[1] is None:
+            words.append(match[0].lower())
+            continue
+        search_words, precise = _segment_query_run(match[1])
+        words.extend(search_words)
+        content = [w for w in precise if w not in STOP_ZH]
+        pairs.extend(zip(content, content[1:], strict=False))
+    return words, pairs
 
 
 def match_terms(query: str) -> list[Term]:
-    idents, phrases, words = query_terms(query[:20_000])
-    terms = [Term(f"idents : {_quote(i)}", None) for i in idents]
-    terms += [Term(p if p.startswith("NEAR(") else _quote(p), None) for p in phrases]
-    terms += [Term(_quote(w), w) for w in words]
+    """The OR clauses for a user's query, most specific first, at most :data:`MAX_TERMS`.
+
+    Order: identifier forms (``idents`` column) and their part phrases (``body``), then words, then CJK
+    proximity pairs, so a cap cuts boosts before it cuts words.
+    """
+    query = unicodedata.normalize("NFKC", query[:MAX_QUERY_CHARS])
+    terms: list[Term] = []
+    seen: set[str] = set()
+
+    def add(expr: str, token: str | None = None) -> None:
+        if expr not in seen:
+            seen.add(expr)
+            terms.append(Term(expr, token))
+
+    for match in _IDENT.finditer(query):
+        joined, parts = _joined(match[0])
+        add(f"idents : {_quote(joined)}")
+        if len(parts) > 1:
+            add(f"body : {_quote(' '.join(parts))}")
+    words, pairs = _query_words(query)
+    content = [w for w in words if w not in STOP_EN and w not in STOP_ZH]
+    if not content and not terms:
+        content = words  # "what is it" still searches for something
+    for word in content:
+        add(f"body : {_quote(word)}", _fold(word))
+    for first, second in pairs:
+        add(f"body : NEAR({_quote(first)} {_quote(second)}, {NEAR_DISTANCE})")
     return terms[:MAX_TERMS]
 
 
 def join_terms(terms: list[Term]) -> str | None:
+    """OR-join clauses into a MATCH string; None when there are none (nothing searchable: do not query)."""
     return " OR ".join(t.expr for t in terms) if terms else None
 
 
 def match_expression(query: str) -> str | None:
-    """An FTS5 MATCH string for any user text, or None when nothing searchable is left."""
+    """An FTS5 MATCH string for any text a person can type, or None when nothing searchable is left."""
     return join_terms(match_terms(query))
 
 
+def query_words(query: str) -> list[str]:
+    """The searched words and identifiers of ``query``, lower-cased, as they appear in raw text (CJK
+    segmented): what a snippet should be centred on."""
+    query = unicodedata.normalize("NFKC", query[:MAX_QUERY_CHARS])
+    idents = [m[0].lower() for m in _IDENT.finditer(query)]
+    words, _ = _query_words(query)
+    content = [w for w in words if w not in STOP_EN and w not in STOP_ZH] or words
+    return list(dict.fromkeys(idents + content))
+
+
 def rank_sql() -> str:
-    """The ranking function, installed as the FTS5 table's ``rank`` (lower is better)."""
+    """The ranking function in the form FTS5's ``rank`` option takes (``INSERT INTO chunks_fts(chunks_fts,
+    rank) VALUES('rank', ...)``): column weights body 1.0, idents :data:`IDENT_WEIGHT`. Lower is better."""
     return f"bm25(1.0, {IDENT_WEIGHT})"
+
+
+def rank_expression(table: str = "chunks_fts") -> str:
+    """The same ranking as an SQL expression, for ``ORDER BY`` without the ``rank`` option."""
+    return f"bm25({table}, 1.0, {IDENT_WEIGHT})"

@@ -12,7 +12,7 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from memoryd.notes import chunker, textindex
 log = structlog.get_logger("memoryd.index")
 
 SCHEMA_VERSION = 3
-PRUNE_MIN_CHUNKS = 5000
+PRUNE_MIN_CHUNKS = 1000
 PRUNE_MAX_SHARE = 0.05
 INDEXED_SUFFIXES = (".md",)
 
@@ -131,6 +131,9 @@ class NoteIndex:
         self._writer: apsw.Connection | None = None
         self._reader: apsw.Connection | None = None
         self.last_indexed: float | None = None
+        self._chunk_count = 0  # kept current after every write: count(*) costs ms at 100k chunks
+        self._df_cache: dict[str, int] = {}
+        self._df_basis = 0
         self.last_rebuild_reason: str | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------------------
@@ -183,6 +186,7 @@ class NoteIndex:
         writer = _connect(self.db_path)
         writer.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
         self._writer = writer
+        self._chunk_count = int(writer.execute("SELECT count(*) FROM chunks").fetchone()[0])  # type: ignore[index]
         with self._read_lock:
             if self._reader is not None:
                 self._reader.close()
@@ -226,6 +230,7 @@ class NoteIndex:
                     Path(str(self.db_path) + suffix).unlink()
             os.replace(fresh, self.db_path)
         self._open_connections()
+        self._df_cache.clear()
         report.rebuilt = True
         report.rebuild_reason = reason
         report.ms = round((time.perf_counter() - started) * 1000, 2)
@@ -249,6 +254,8 @@ class NoteIndex:
             if self._writer is None:
                 raise RuntimeError("index is not open")
             report = self._sync_into(self._writer, None if paths is None else set(paths), progress)
+            if report.files_indexed or report.files_removed:
+                self._chunk_count = int(self._writer.execute("SELECT count(*) FROM chunks").fetchone()[0])  # type: ignore[index]
         report.ms = round((time.perf_counter() - started) * 1000, 2)
         self.last_indexed = time.time()
         return report
@@ -273,12 +280,13 @@ class NoteIndex:
                     with contextlib.suppress(OSError):
                         present[rel] = full.stat()
         targets = sorted(present)
+        work: list[tuple[str, os.stat_result, str, str, tuple[int, str, int, str] | None]] = []
         with conn:
             for number, rel in enumerate(targets, 1):
                 info = present[rel]
                 old = known.get(rel)
-                if progress is not None:
-                    progress(number - 1, len(targets))
+                if progress is not None and number % 50 == 0:
+                    progress(number - 1, len(targets) * 2)
                 if old is not None and old[1] == info.st_mtime_ns and old[2] == info.st_size:
                     report.files_unchanged += 1
                     continue
@@ -294,13 +302,18 @@ class NoteIndex:
                     )
                     report.files_unchanged += 1
                     continue
+                work.append((rel, info, sha, data.decode("utf-8", errors="replace"), old))
+                report.bytes_indexed += len(data)
+            prepared = prepare_many([text for _, _, _, text, _ in work], self.chunk_max_lines, report.bytes_indexed)
+            for number, ((rel, info, sha, _text, old), rows) in enumerate(zip(work, prepared, strict=True), 1):
                 if old is not None:
                     self._delete_doc(conn, old[0])
-                self._insert_doc(conn, rel, info, sha, data.decode("utf-8", errors="replace"))
+                self._insert_doc(conn, rel, info, sha, rows)
                 report.files_indexed += 1
-                report.bytes_indexed += len(data)
+                if progress is not None and number % 20 == 0:
+                    progress(len(targets) + number * len(targets) // max(1, len(work)), len(targets) * 2)
             if progress is not None:
-                progress(len(targets), len(targets))
+                progress(len(targets) * 2, len(targets) * 2)
             gone = (set(known) - set(present)) if only is None else {p for p in only if p in known and p not in present}
             for rel in gone:
                 self._delete_doc(conn, known[rel][0])
@@ -312,30 +325,26 @@ class NoteIndex:
         conn.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
         conn.execute("DELETE FROM documents WHERE doc_id=?", (doc_id,))
 
-    def _insert_doc(self, conn: apsw.Connection, rel: str, info: os.stat_result, sha: str, text: str) -> None:
+    def _insert_doc(
+        self, conn: apsw.Connection, rel: str, info: os.stat_result, sha: str, rows: list[Prepared]
+    ) -> None:
         conn.execute(
             "INSERT INTO documents(path, mtime_ns, size, sha256, indexed_at) VALUES(?, ?, ?, ?, ?)",
             (rel, info.st_mtime_ns, info.st_size, sha, time.time()),
         )
         doc_id = conn.last_insert_rowid()
-        chunks = chunker.chunk_markdown(text, max_lines=self.chunk_max_lines)
-        if not chunks:
+        if not rows:
             return
-        (first_id,) = conn.execute("SELECT coalesce(max(chunk_id), 0) + 1 FROM chunks").fetchone() or (1,)
-        rows = []
-        fts_rows = []
-        for offset, chunk in enumerate(chunks):
-            chunk_id = int(first_id) + offset  # type: ignore[call-overload]
-            encoded = chunk.text.encode()
-            rows.append((chunk_id, doc_id, chunk.start_line, chunk.end_line, chunk.heading, chunk.text,
-                         hashlib.sha256(encoded).hexdigest()[:16], len(chunk.text)))
-            fts_rows.append((chunk_id, *textindex.index_fields(chunk.text)))
+        first_id = int(conn.execute("SELECT coalesce(max(chunk_id), 0) + 1 FROM chunks").fetchone()[0])  # type: ignore[index]
         conn.executemany(
             "INSERT INTO chunks(chunk_id, doc_id, start_line, end_line, heading, text, text_digest, text_length) "
             "VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,
+            [(first_id + n, doc_id, *row[:6]) for n, row in enumerate(rows)],
         )
-        conn.executemany("INSERT INTO chunks_fts(rowid, body, idents) VALUES(?, ?, ?)", fts_rows)
+        conn.executemany(
+            "INSERT INTO chunks_fts(rowid, body, idents) VALUES(?, ?, ?)",
+            [(first_id + n, row[3] if row[6] is None else row[6], row[7]) for n, row in enumerate(rows)],
+        )
 
     # --- reading ------------------------------------------------------------------------------------------
 
@@ -349,20 +358,25 @@ class NoteIndex:
         with self._read_lock:
             if self._reader is None:
                 raise RuntimeError("index is not open")
-            (total,) = self._reader.execute("SELECT count(*) FROM chunks").fetchone() or (0,)
-            total = int(total)  # type: ignore[call-overload]
+            total = self._chunk_count
             if total < PRUNE_MIN_CHUNKS:
                 return terms
-            frequency: dict[str, int] = {}
+            # Frequencies only need to be roughly right: cache them until the index grows or shrinks by 1%.
+            if abs(total - self._df_basis) > total // 100:
+                self._df_cache.clear()
+                self._df_basis = total
+            frequency = self._df_cache
             for term in terms:
                 if term.token is not None and term.token not in frequency:
                     row = self._reader.execute("SELECT doc FROM chunks_vocab WHERE term = ?", (term.token,)).fetchone()
-                    frequency[term.token] = int(row[0]) if row else 0  # type: ignore[call-overload]
+                    if len(frequency) > 100_000:
+                        frequency.clear()
+                    frequency[term.token] = int(row[0]) if row else 0
         limit = total * PRUNE_MAX_SHARE
-        kept = [t for t in terms if t.token is None or frequency[t.token] <= limit]
+        kept = [t for t in terms if t.token is None or frequency.get(t.token, 0) <= limit]
         if kept:
             return kept
-        words = sorted((t for t in terms if t.token is not None), key=lambda t: frequency[t.token or ""])
+        words = sorted((t for t in terms if t.token is not None), key=lambda t: frequency.get(t.token or "", 0))
         return words[:2]
 
     def search(self, match: str, limit: int) -> list[Hit]:
@@ -399,6 +413,52 @@ class NoteIndex:
         dirty = [rel for rel, sig in present.items() if known.get(rel) != sig]
         dirty += [rel for rel in known if rel not in present]
         return sorted(dirty)
+
+
+# start_line, end_line, heading, text, text_digest, text_length, body (None: same as text), idents
+Prepared = tuple[int, int, str, str, str, int, str | None, str]
+PARALLEL_MIN_BYTES = 8 * 1024 * 1024
+
+
+def prepare_text(text: str, max_lines: int = 40) -> list[Prepared]:
+    """Chunk one document and compute its FTS fields: the CPU-heavy part of indexing (pure, picklable)."""
+    rows: list[Prepared] = []
+    for chunk in chunker.chunk_markdown(text, max_lines=max_lines):
+        body, idents = textindex.index_fields(chunk.text)
+        digest = hashlib.sha256(chunk.text.encode()).hexdigest()[:16]
+        rows.append(
+            (chunk.start_line, chunk.end_line, chunk.heading, chunk.text, digest, len(chunk.text), body, idents)
+        )
+    return rows
+
+
+def prepare_many(texts: list[str], max_lines: int, total_bytes: int) -> Iterator[list[Prepared]]:
+    """Prepare documents; large batches (a rebuild) are spread over worker processes, one per core.
+
+    SQLite writes stay in this thread; only chunking and segmentation (about three quarters of the time) move.
+    Worker processes are spawned, not forked: the daemon has threads.
+    """
+    workers = min(os.cpu_count() or 1, 8)
+    if total_bytes < PARALLEL_MIN_BYTES or workers < 2 or len(texts) < 4:
+        for text in texts:
+            yield prepare_text(text, max_lines)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+    from functools import partial
+
+    done = 0
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            # results arrive in order while later ones are still being computed: the caller inserts meanwhile
+            for rows in pool.map(partial(prepare_text, max_lines=max_lines), texts, chunksize=4):
+                done += 1
+                yield rows
+    except (OSError, RuntimeError, BrokenProcessPool) as exc:  # no processes to be had: do the rest here
+        log.warning("parallel_index_unavailable", error=type(exc).__name__)
+        for text in texts[done:]:
+            yield prepare_text(text, max_lines)
 
 
 def _digest(text: str) -> str:
