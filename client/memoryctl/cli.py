@@ -262,54 +262,78 @@ def _common(top: bool) -> argparse.ArgumentParser:
     return common
 
 
-def build_parser() -> argparse.ArgumentParser:
+VERBS = {
+    "ping": "is the daemon alive?",
+    "status": "daemon and workspace status",
+    "workspace": "the workspace registry",
+    "init": "register the project containing the cwd",
+    "remember": "append an entry to today's daily file",
+    "search": "search memory (BM25; Chinese works)",
+    "get": "read lines of a memory file",
+    "index": "bring the index up to date",
+    "validate": "check layout, headings and paths",
+}
+_VALUE_OPTIONS = {"--socket", "--timeout", "--workspace", "-w"}
+
+
+def _verb_in(argv: Sequence[str]) -> str | None:
+    """The verb the command line names, found without building any parser."""
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in _VALUE_OPTIONS:
+            skip = True
+        elif not arg.startswith("-"):
+            return arg if arg in VERBS else None
+    return None
+
+
+def _configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    if verb in ("status", "index", "validate"):
+        if verb == "index":
+            p.add_argument("--full", action="store_true", help="rebuild from the files")
+        p.add_argument("--all", action="store_true", help="every workspace (owner)")
+    elif verb == "workspace":
+        ws_sub = p.add_subparsers(dest="ws_verb", required=True, metavar="ACTION")
+        add = ws_sub.add_parser("add", parents=[common], help="register a project directory")
+        add.add_argument("path")
+        add.add_argument("--name")
+        ws_sub.add_parser("list", parents=[common], help="list workspaces (owner)")
+        remove = ws_sub.add_parser("remove", parents=[common], help="unregister (files are kept; owner)")
+        remove.add_argument("ref", metavar="PATH|ID")
+    elif verb == "init":
+        p.add_argument("path", nargs="?")
+        p.add_argument("--name")
+    elif verb == "remember":
+        p.add_argument("text", help="the text, or - to read standard input")
+        p.add_argument("--type", default="note", choices=["decision", "event", "summary", "note"])
+        p.add_argument("--reason")
+        p.add_argument("--followup")
+        p.add_argument("--dry-run", action="store_true", help="show the planned write; write nothing")
+    elif verb == "search":
+        p.add_argument("query")
+        p.add_argument("--limit", "-n", type=int, default=8)
+        p.add_argument("--snippet-max-chars", type=int)
+        p.add_argument("--all", action="store_true", help="every workspace, read-only (owner)")
+    elif verb == "get":
+        p.add_argument("path", help="e.g. memory/2026-01-01.md (as search prints it)")
+        p.add_argument("--from", dest="from_line", type=int, default=1)
+        p.add_argument("--lines", type=int, default=40)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or (``only``) just the named verb's: building all of them costs ~10 ms, which a
+    hook pays on every call."""
     common = _common(top=False)
     parser = argparse.ArgumentParser(
         prog="memoryctl", parents=[_common(top=True)], description=(__doc__ or "").split("\n")[0]
     )
     parser.add_argument("--version", action="version", version=f"memoryctl {__version__}")
     sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
-    sub.add_parser("ping", parents=[common], help="is the daemon alive?")
-    status = sub.add_parser("status", parents=[common], help="daemon and workspace status")
-    status.add_argument("--all", action="store_true", help="every workspace (owner)")
-
-    ws = sub.add_parser("workspace", parents=[common], help="the workspace registry")
-    ws_sub = ws.add_subparsers(dest="ws_verb", required=True, metavar="ACTION")
-    add = ws_sub.add_parser("add", parents=[common], help="register a project directory")
-    add.add_argument("path")
-    add.add_argument("--name")
-    ws_sub.add_parser("list", parents=[common], help="list workspaces (owner)")
-    remove = ws_sub.add_parser("remove", parents=[common], help="unregister (files are kept; owner)")
-    remove.add_argument("ref", metavar="PATH|ID")
-
-    init = sub.add_parser("init", parents=[common], help="register the project containing the cwd")
-    init.add_argument("path", nargs="?")
-    init.add_argument("--name")
-
-    remember = sub.add_parser("remember", parents=[common], help="append an entry to today's daily file")
-    remember.add_argument("text", help="the text, or - to read standard input")
-    remember.add_argument("--type", default="note", choices=["decision", "event", "summary", "note"])
-    remember.add_argument("--reason")
-    remember.add_argument("--followup")
-    remember.add_argument("--dry-run", action="store_true", help="show the planned write; write nothing")
-
-    search = sub.add_parser("search", parents=[common], help="search memory (BM25; Chinese works)")
-    search.add_argument("query")
-    search.add_argument("--limit", "-n", type=int, default=8)
-    search.add_argument("--snippet-max-chars", type=int)
-    search.add_argument("--all", action="store_true", help="every workspace, read-only (owner)")
-
-    get = sub.add_parser("get", parents=[common], help="read lines of a memory file")
-    get.add_argument("path", help="e.g. memory/2026-01-01.md (as search prints it)")
-    get.add_argument("--from", dest="from_line", type=int, default=1)
-    get.add_argument("--lines", type=int, default=40)
-
-    index = sub.add_parser("index", parents=[common], help="bring the index up to date")
-    index.add_argument("--full", action="store_true", help="rebuild from the files")
-    index.add_argument("--all", action="store_true", help="every workspace (owner)")
-
-    validate = sub.add_parser("validate", parents=[common], help="check layout, headings and paths")
-    validate.add_argument("--all", action="store_true", help="every workspace (owner)")
+    for verb, help_text in VERBS.items():
+        if only is None or verb == only:
+            _configure(verb, sub.add_parser(verb, parents=[common], help=help_text), common)
     return parser
 
 
@@ -375,9 +399,10 @@ def _with_progress(conn: Connection, params: dict[str, Any], path: str, timeout:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    args_list = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_verb_in(args_list))
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(args_list)
     except SystemExit as exc:
         return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_USAGE
     from memoryctl.paths import socket_path
