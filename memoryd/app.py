@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import time
 
+import anyio
 import anyio.abc
 import structlog
 
 from memoryd import __version__
+from memoryd import log as logsetup
 from memoryd.config import Settings
 from memoryd.notes.service import NotesService
 from memoryd.rpc import Context, Dispatcher
@@ -40,7 +42,13 @@ class App:
         self.notes = NotesService(settings)
 
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
+        tg.start_soon(self._flush_logs)
         await self.notes.start(tg, self.registry.all())
+
+    async def _flush_logs(self) -> None:
+        while True:
+            await anyio.sleep(0.1)
+            logsetup.flush()
 
     def stop_background(self) -> None:
         """Before the task group is cancelled: stop watchers through their stop events (cancelling a
@@ -49,6 +57,7 @@ class App:
 
     async def aclose(self) -> None:
         await self.notes.aclose()
+        logsetup.flush()
 
     async def handle_line(self, line: bytes, peer_uid: int | None, conn_id: int) -> bytes | None:
         return await self.dispatcher.handle_line(line, Context(self, peer_uid, conn_id))

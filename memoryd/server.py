@@ -237,7 +237,7 @@ class Server:
             async for signum in signals:
                 if self.draining.is_set():
                     if signum == signal.SIGINT:
-                        log.warning("forced_exit")
+                        log.warning("forced_exit")  # warnings are written at once
                         self._remove_socket()
                         os._exit(130)
                     continue
