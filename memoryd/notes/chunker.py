@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import pairwise
 
 # Bump when chunk boundaries change for the same text: stored line ranges would be stale (forces a rebuild).
 CHUNKER_VERSION = 2
 
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-# CommonMark: up to three spaces of indentation, then "##" followed by a space, a tab or the end of the line.
-_HEADING = re.compile(r" {0,3}##(?:[ \t]|$)")
-# CommonMark fences: up to three spaces, then at least three backticks or tildes.
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
+# The lines that can matter, found by one regex over the whole text instead of a Python test per line:
+# CommonMark level-2 ATX headings (up to three spaces, "##", then a space, a tab or the end of the line) and
+# fences (up to three spaces, then at least three backticks or tildes, then an info string).
+_MARKER = re.compile(r"^ {0,3}(?:##(?:[ \t]|$)|(`{3,}|~{3,})(.*))", re.MULTILINE)
+# What str.strip() removes, plus the byte-order mark an editor hides: a line of only these is blank.
+_BLANK = "".join(c for c in map(chr, range(0x3001)) if c.isspace()) + "\ufeff"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,39 +42,48 @@ def split_lines(text: str) -> list[str]:
     A final line terminator does not start another line, so ``"a\\n"`` is one line, as ``wc -l`` and editors
     count it. ``get`` should use this too, or its line numbers drift from the chunks'.
     """
-    lines = _LINE_BREAK.split(text)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.split("\n")
     if len(lines) > 1 and lines[-1] == "":
         lines.pop()
     return lines
 
 
 def _is_blank(line: str) -> bool:
-    return not line.strip() or not line.replace("\ufeff", "").strip()
+    return not line.strip(_BLANK)
+
+
+def _heading_lines(lines: list[str]) -> list[int]:
+    """Indexes of the lines that start a ``## `` block, skipping fenced code."""
+    text = "\n".join(lines).removeprefix("\ufeff")  # the mark does not move line numbers
+    found: list[int] = []
+    fence_char, fence_len = "", 0
+    index, last = 0, 0
+    for marker in _MARKER.finditer(text):
+        index += text.count("\n", last, marker.start())
+        last = marker.start()
+        fence, info = marker[1], marker[2]
+        if fence_len:
+            if fence and fence[0] == fence_char and len(fence) >= fence_len and not info.strip():
+                fence_len = 0
+        elif fence:
+            if not (fence[0] == "`" and "`" in info):  # a backtick fence's info string has no backtick
+                fence_char, fence_len = fence[0], len(fence)
+        else:
+            found.append(index)
+    return found
 
 
 def _blocks(lines: list[str]) -> list[tuple[int, int, str]]:
     """(first index, end index exclusive, heading) of each ``## `` block; the preamble has heading ""."""
-    blocks: list[tuple[int, int, str]] = []
-    start, heading = 0, ""
-    fence_char, fence_len = "", 0
-    for index, raw in enumerate(lines):
-        line = raw.removeprefix("\ufeff") if index == 0 else raw  # an editor hides a byte-order mark
-        if fence_len:
-            closing = _FENCE.fullmatch(line)
-            if closing and closing[1][0] == fence_char and len(closing[1]) >= fence_len and not closing[2].strip():
-                fence_len = 0
-            continue
-        opening = _FENCE.fullmatch(line)
-        if opening and not (opening[1][0] == "`" and "`" in opening[2]):  # a backtick fence's info has none
-            fence_char, fence_len = opening[1][0], len(opening[1])
-            continue
-        if _HEADING.match(line):
-            if index > start:
-                blocks.append((start, index, heading))
-            start, heading = index, line.strip()
-    if len(lines) > start:
-        blocks.append((start, len(lines), heading))
-    return blocks
+    starts = _heading_lines(lines)
+    headings = set(starts)
+    bounds = [*sorted({0, *starts}), len(lines)]
+    return [
+        (start, end, lines[start].removeprefix("\ufeff").strip() if start in headings else "")
+        for start, end in pairwise(bounds)
+    ]
 
 
 def _windows(lines: list[str], start: int, end: int, max_lines: int) -> list[tuple[int, int]]:
@@ -99,10 +110,15 @@ def chunk_markdown(text: str, *, max_lines: int = 40) -> list[Chunk]:
     lines = split_lines(text)
     chunks: list[Chunk] = []
     for block_start, block_end, heading in _blocks(lines):
-        for lo, hi in _windows(lines, block_start, block_end, max_lines):
-            while lo < hi and _is_blank(lines[lo]):
+        windows = (
+            [(block_start, block_end)]
+            if block_end - block_start <= max_lines
+            else _windows(lines, block_start, block_end, max_lines)
+        )
+        for lo, hi in windows:
+            while lo < hi and not lines[lo].strip(_BLANK):
                 lo += 1
-            while hi > lo and _is_blank(lines[hi - 1]):
+            while hi > lo and not lines[hi - 1].strip(_BLANK):
                 hi -= 1
             if lo < hi:
                 chunks.append(Chunk(lo + 1, hi, heading, "\n".join(lines[lo:hi])))

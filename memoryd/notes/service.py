@@ -20,7 +20,7 @@ import structlog
 from memoryd.config import Settings
 from memoryd.errors import AppError
 from memoryd.fsio import atomic_write, confine
-from memoryd.notes import daily, textindex
+from memoryd.notes import chunker, daily, textindex
 from memoryd.store.index import Hit, NoteIndex, SyncReport
 from memoryd.watch import WorkspaceWatcher
 from memoryd.workspaces import Workspace
@@ -29,7 +29,6 @@ log = structlog.get_logger("memoryd.notes")
 
 KNOWN_FILES = {"MEMORY.md", "INSIGHTS.md", "HISTORY.md"}
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 @dataclass(eq=False)
@@ -60,7 +59,7 @@ def _snippet(text: str, heading: str, query: str, max_chars: int) -> str:
     if len(body) <= max_chars:
         return body
     folded = body.casefold()
-    positions = [folded.find(term) for term in _terms(query)]
+    positions = [folded.find(term.casefold()) for term in textindex.query_words(query) if term]
     hits = [p for p in positions if p >= 0]
     start = 0
     if hits:
@@ -72,16 +71,6 @@ def _snippet(text: str, heading: str, query: str, max_chars: int) -> str:
     prefix = "…" if start > 0 else ""
     room = max_chars - len(prefix) - 1
     return prefix + body[start : start + room] + "…"
-
-
-def _terms(query: str) -> list[str]:
-    terms = []
-    for word in _WORD.findall(query.casefold()):
-        if len(word) >= 2:
-            terms.append(word)
-            if not word.isascii() and len(word) > 2:
-                terms.append(word[:2])
-    return terms
 
 
 class NotesService:
@@ -346,8 +335,8 @@ class NotesService:
         if not target.is_file():
             raise AppError("MEMORY_FILE_NOT_FOUND")
         try:
-            with open(target, encoding="utf-8", errors="replace") as f:
-                all_lines = f.read().splitlines()
+            with open(target, encoding="utf-8", errors="replace", newline="") as f:
+                all_lines = chunker.split_lines(f.read())  # numbered as the index and editors number them
         except OSError as exc:
             raise AppError("MEMORY_READ_FAILED", f"Cannot read: {exc.strerror}") from exc
         chosen = all_lines[from_line - 1 : from_line - 1 + lines]

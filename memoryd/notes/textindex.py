@@ -10,28 +10,35 @@ The table is ``fts5(body, idents, tokenize='<TOKENIZER>')`` ranked by :func:`ran
 - ``idents`` holds one token per identifier-like word (``ERR_UART_TIMEOUT_0x3F``, ``facts.transport.baud``,
   ``src/drivers/uart.c``, ``KX-200``, ``0x3F``): unicode61 splits these into common parts (err, uart, …), so an
   exact match could not outrank a chunk that merely says "uart timeout" a lot. The token is the lower-cased
-  parts joined by ``ǀ`` (U+01C0, a letter to unicode61, so the form stays one token): ``errǀuartǀtimeoutǀ0x3f``.
-  Keeping the part boundaries means versions ``1.2.0`` and ``12.0`` stay distinct (stripping the separators
-  would make both ``120``), while the separator itself is ignored (``KX-200`` = ``kx_200``, a typist's
-  variation). The column is weighted :data:`IDENT_WEIGHT` times the body.
+  parts joined by ``ǀ`` (U+01C0, a letter to unicode61, so the form stays one token) and ended by one:
+  ``errǀuartǀtimeoutǀ0x3fǀ``. The part boundaries keep ``fw_1.2.0`` and ``fw_12.0`` apart (stripping the
+  separators would make both ``fw120``) while the separator itself does not matter (``KX-200`` = ``kx_200``, a
+  typist's variation); the final ``ǀ`` keeps porter from stemming the form (it strips only ASCII suffixes), so
+  ``ERR_RETRYING`` and ``ERR_RETRY`` stay distinct. The column is weighted :data:`IDENT_WEIGHT` times the body.
+  A query adds the form of each identifier it contains, plus the phrase of its parts for the body.
 - A query is user text, never FTS5 syntax: every term is quoted, stop words are dropped, and terms are OR-ed so
   BM25 ranks (an AND of all words finds evidence for 12% of LoCoMo questions, OR/BM25 for over half).
 
-Both sides fold full-width ASCII first, so ``ＵＡＲＴ２`` (common in Chinese text) matches ``UART2``. (Full NFKC
+Both sides fold full-width letters and digits first, so ``ＵＡＲＴ２`` (common in Chinese text) matches ``UART2``. (Full NFKC
 would also fold ligatures and circled digits, but costs as much as segmentation on Chinese text.)
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
+from typing import Any
 
+import apsw
 import rjieba
 
-TOKENIZER = "unicode61 remove_diacritics 2"
+# porter: on LoCoMo, R@5 51.8 -> 55.0 (questions say "paint", turns say "painting"). It only stems ASCII
+# words, so CJK words and the identifier forms (which end in a non-ASCII letter) are indexed as they are.
+TOKENIZER = "porter unicode61 remove_diacritics 2"
 # Bump when index-side processing changes: stored rows would no longer match what queries produce (rebuild).
 TEXT_VERSION = 4
 IDENT_WEIGHT = 8.0
@@ -44,25 +51,35 @@ IDENT_JOINER = "\u01c0"
 # (One range from kana to the end of the unified ideographs: fewer ranges scan faster, and the CJK symbol blocks
 # in between are harmless as single-character words.)
 _CJK_CHARS = "\u3040-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f"
-_CJK = re.compile(f"[{_CJK_CHARS}]+")
-_CJK_SPLIT = re.compile(f"([{_CJK_CHARS}]+)")
+# Splits out CJK runs, and full-width letters and digits with them so one pass notices those too (a second
+# alternative would double the cost of the scan: sre then tries the whole pattern at every position).
+_CJK_SPLIT = re.compile(f"([{_CJK_CHARS}\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]+)")
 _PART_CHAR = f"[^\\W_{_CJK_CHARS}{IDENT_JOINER}]"  # a letter or digit outside CJK
-_LETTER = f"[^\\W\\d_{_CJK_CHARS}{IDENT_JOINER}]"
+_LETTER = f"[^\\W0-9_{_CJK_CHARS}{IDENT_JOINER}]"  # ASCII digits: see _ANCHOR
 _SEPARATOR = r"[_./:\\-]"
 _PART = re.compile(f"{_PART_CHAR}+")
-# Parts joined by separators, or one part mixing letters and digits (the lookahead picks which). Starts only at
-# a word boundary and never backtracks into a part (possessive quantifiers), so a scan stays linear.
+_TOKEN_CHAR = f"(?:{_PART_CHAR}|{_SEPARATOR})"
+# Parts joined by separators, or one part mixing letters and digits, with at least one letter (the lookaheads).
+# Pure-number compounds (dates, times, versions, addresses) are left to the body phrase, which is just as
+# exact for them; daily headings would otherwise put two in every chunk. Starts only at a word boundary and
+# never backtracks into a part (possessive quantifiers), so a scan stays linear.
 _IDENT = re.compile(
-    f"(?<!{_PART_CHAR})(?={_LETTER}++\\d|\\d++{_LETTER}|{_PART_CHAR}++{_SEPARATOR}++{_PART_CHAR})"
-    f"{_PART_CHAR}++(?:{_SEPARATOR}++{_PART_CHAR}++)*"
+    f"(?<!{_PART_CHAR})(?={_LETTER}++[0-9]|[0-9]++{_LETTER}|{_PART_CHAR}++{_SEPARATOR}++{_PART_CHAR})"
+    f"(?={_TOKEN_CHAR}*?{_LETTER}){_PART_CHAR}++(?:{_SEPARATOR}++{_PART_CHAR}++)*"
 )
-# Every identifier holds an anchor, a digit or a separator followed by a letter or digit, and in prose anchors
-# are rare: sre scans for this pattern's first character class at C speed, while running _IDENT over every
-# position costs ~40 ns a character (index_fields went from ~25 MB/s on English prose to well above).
-_ANCHOR = re.compile(f"[\\d_./:\\\\-](?:(?<=\\d)|(?={_PART_CHAR}))(?:{_PART_CHAR}|{_SEPARATOR})*+")
-_PART_RUN = re.compile(f"{_PART_CHAR}*+")
+# Parts joined by separators, letters or not: the query side searches these as a body phrase.
+_COMPOUND = re.compile(f"{_PART_CHAR}++(?:{_SEPARATOR}++{_PART_CHAR}++)+")
+# Every identifier has an anchor: a digit next to a letter, or a separator run between a letter and a part.
+# Anchors are rare in prose, and sre finds this pattern's leading character class at C speed, while running
+# _IDENT at every position costs ~40 ns a character (index_fields went from ~25 MB/s on English prose to ~50).
+# The match runs on to the end of the token; the start of the token is found by walking back.
+_ANCHOR = re.compile(
+    f"[0-9_./:\\\\-](?:(?<=[0-9])(?={_LETTER})|(?<={_LETTER}[0-9])|(?<={_SEPARATOR})(?={_LETTER})"
+    f"|(?<={_LETTER}{_SEPARATOR})(?={_SEPARATOR}*+{_PART_CHAR})){_TOKEN_CHAR}*+"
+)
+_TOKEN_RUN = re.compile(f"{_TOKEN_CHAR}*+")
 _SEPARATOR_RUN = re.compile(f"{_SEPARATOR}+")
-_MIXED_PART = re.compile(f"(?<!{_PART_CHAR})(?={_LETTER}++\\d|\\d++{_LETTER}){_PART_CHAR}++")
+_LETTER_DIGIT = re.compile(f"{_LETTER}[0-9]|[0-9]{_LETTER}")
 _PATH_SEPARATOR = re.compile(r"[/\\]+")
 # A query token: a CJK run (segmented later) or a word as unicode61 sees it (letters, digits, combining marks).
 _MARK = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
@@ -71,6 +88,7 @@ _TOKEN = re.compile(f"([{_CJK_CHARS}]+)|(?:[^\\W_{_CJK_CHARS}]|[{_MARK}])+")
 # fold: full-width punctuation is in almost every Chinese sentence and unicode61 already treats it as a separator.
 _FULLWIDTH_ALNUM = re.compile("[\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]")
 _FULLWIDTH_TO_ASCII = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}
+
 
 def _word_set(words: str) -> frozenset[str]:
     return frozenset(words.split())
@@ -125,27 +143,30 @@ def _segment_query_run(run: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def _full_form(ident: str) -> str:
-    """The ``idents`` token of an identifier: lower-cased, each separator run replaced by the joiner."""
-    return _SEPARATOR_RUN.sub(IDENT_JOINER, ident.lower())
+    """The ``idents`` token of an identifier: lower-cased, each separator run replaced by the joiner, and the
+    joiner at the end, so porter never stems it (it only strips ASCII suffixes) and it never equals a body word.
+    """
+    return _SEPARATOR_RUN.sub(IDENT_JOINER, ident.lower()) + IDENT_JOINER
 
 
 def _identifiers(text: str) -> list[str]:
     """The identifiers of ``text``, as typed; the same as ``_IDENT.findall(text)``, several times faster.
 
-    Only the spans around anchors are examined: an identifier starts with letters up to its first anchor
-    (a digit, or a separator followed by a letter or digit), and the anchor match runs to the token's end.
+    Only the tokens (runs of letters, digits and separators) that hold an anchor are examined; every
+    identifier has one (see _ANCHOR), and the anchor match runs on to the token's end.
     """
-    found: list[str] = []
+    spans: list[str] = []
     reverse = ""
     for anchor in _ANCHOR.finditer(text):
         start, end = anchor.span()
-        if start and text[start - 1].isalnum():
-            # walk back over the letters before the anchor: a forward match on the reversed text, in C
+        if start:
+            # walk back to the token's start: a forward match on the reversed text, in C
             reverse = reverse or text[::-1]
             back = len(text) - start
-            start -= _PART_RUN.match(reverse, back).end() - back  # type: ignore[union-attr]
-        found += _IDENT.findall(text, start, end)
-    return found
+            start -= _TOKEN_RUN.match(reverse, back).end() - back  # type: ignore[union-attr]
+        spans.append(text[start:end])
+    # one findall over all spans: each starts after a non-token character, as "\n" is, so the result is the same
+    return _IDENT.findall("\n".join(spans)) if spans else []
 
 
 def _idents_column(text: str) -> str:
@@ -160,8 +181,9 @@ def _idents_column(text: str) -> str:
     if not idents:
         return ""
     blob = "\n".join(idents).lower()
-    forms = _SEPARATOR_RUN.sub(IDENT_JOINER, blob).split("\n")
-    forms += _MIXED_PART.findall(blob)
+    forms = (_SEPARATOR_RUN.sub(IDENT_JOINER, blob).replace("\n", IDENT_JOINER + "\n") + IDENT_JOINER).split("\n")
+    if _LETTER_DIGIT.search(blob):
+        forms += [part + IDENT_JOINER for part in _PART.findall(blob) if not part.isalpha() and not part.isdigit()]
     if "/" in blob or "\\" in blob:
         names = (_PATH_SEPARATOR.split(ident)[-1] for ident in idents if "/" in ident or "\\" in ident)
         forms += [_full_form(name) for name in names if _IDENT.fullmatch(name)]
@@ -186,21 +208,33 @@ def _segment_runs(runs: list[str]) -> list[str]:
 def index_fields(text: str) -> tuple[str, str]:
     """(body, idents) column values for one chunk's text. Deterministic: the same text always gives the same
     values (bump :data:`TEXT_VERSION` when that changes)."""
-    text = _normalize(text)
     body = text
-    if not text.isascii() and _CJK.search(text):
-        pieces = _CJK_SPLIT.split(text)
+    if not text.isascii():
+        pieces = _CJK_SPLIT.split(text)  # [other, run, other, run, ..., other]
+        if len(pieces) > 1 and _FULLWIDTH_ALNUM.search("".join(pieces[1::2])):
+            text = text.translate(_FULLWIDTH_TO_ASCII)  # rare: fold, then split again
+            body, pieces = text, _CJK_SPLIT.split(text)
         if len(pieces) > 1:
             pieces[1::2] = [f" {words} " for words in _segment_runs(pieces[1::2])]
             body = "".join(pieces)
     return body, _idents_column(text)
 
 
-def _fold(word: str) -> str:
-    """The token unicode61 (remove_diacritics 2) stores for ``word``, near enough for a vocabulary look-up."""
-    if word.isascii():
-        return word
-    return "".join(c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c))
+@lru_cache(maxsize=1)
+def _tokenizer() -> tuple[Any, Callable[..., Any], threading.Lock]:
+    name, *args = TOKENIZER.split()
+    conn = apsw.Connection(":memory:")
+    return conn, conn.fts5_tokenizer(name, args), threading.Lock()
+
+
+@lru_cache(maxsize=4096)
+def index_token(word: str) -> str | None:
+    """The one token the index stores for ``word`` (case-folded, diacritics removed, stemmed), or None if it is
+    not exactly one token. Asks SQLite's own tokenizer rather than imitating it: for vocabulary look-ups."""
+    _, tokenize, lock = _tokenizer()
+    with lock:  # a tokenizer instance keeps state between calls (porter's buffer)
+        tokens = tokenize(word.encode(), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False)
+    return str(tokens[0][0]) if len(tokens) == 1 else None
 
 
 def _query_words(query: str) -> tuple[list[str], list[tuple[str, str]]]:
@@ -236,15 +270,14 @@ def match_terms(query: str) -> list[Term]:
 
     for ident in _IDENT.findall(query):
         add(f"idents : {_quote(_full_form(ident))}")
-        parts = _SEPARATOR_RUN.split(ident.lower())
-        if len(parts) > 1:
-            add(f"body : {_quote(' '.join(parts))}")
+    for compound in _COMPOUND.findall(query):
+        add(f"body : {_quote(' '.join(_SEPARATOR_RUN.split(compound.lower())))}")
     words, pairs = _query_words(query)
     content = [w for w in words if w not in STOP_WORDS]
     if not content and not terms:
         content = words  # "what is it" still searches for something
     for word in content:
-        add(f"body : {_quote(word)}", _fold(word))
+        add(f"body : {_quote(word)}", index_token(word))
     for first, second in pairs:
         add(f"body : NEAR({_quote(first)} {_quote(second)}, {NEAR_DISTANCE})")
     return terms[:MAX_TERMS]
