@@ -65,6 +65,34 @@ class BufferedBytesLogger:
 
 
 _BUFFERED: BufferedBytesLogger | None = None
+_REQUESTS_ON = True
+
+
+def request(method: str, ms: float, error: str | None, request_id: object, conn: int) -> None:
+    """The one summary line per request, on the hot path: rendered straight to the same batched stream with
+    the same JSON shape as every other line (structlog's processor chain costs ~8 µs a line; this ~1 µs)."""
+    if not _REQUESTS_ON:
+        return
+    if _BUFFERED is not None:
+        _BUFFERED.info(
+            orjson.dumps(
+                {
+                    "method": method,
+                    "ms": ms,
+                    "error": error,
+                    "request_id": request_id,
+                    "conn": conn,
+                    "event": "request",
+                    "level": "info",
+                    "ts": round(time.time(), 6),
+                },
+                default=str,
+            )
+        )
+    else:
+        structlog.get_logger("memoryd.rpc").info(
+            "request", method=method, ms=ms, error=error, request_id=request_id, conn=conn
+        )
 
 
 def flush() -> None:
@@ -81,8 +109,10 @@ def _epoch(logger: Any, name: str, event: dict[str, Any]) -> dict[str, Any]:
 def configure(level: str = "info", *, json: bool | None = None) -> None:
     if json is None:
         json = not sys.stderr.isatty()
-    global _BUFFERED
+    global _BUFFERED, _REQUESTS_ON
+    _REQUESTS_ON = _LEVELS[level] <= logging.INFO
     shared: list[Any] = [structlog.processors.add_log_level]
+    _BUFFERED = None
     if json:
         # Epoch seconds: the ISO formatter costs several µs per line, on every request.
         processors = [

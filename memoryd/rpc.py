@@ -17,6 +17,7 @@ import orjson
 import structlog
 from pydantic import BaseModel, RootModel, ValidationError
 
+from memoryd import log as logsetup
 from memoryd.errors import SPECS, AppError
 
 log = structlog.get_logger("memoryd.rpc")
@@ -131,13 +132,12 @@ class Dispatcher:
         result, error = await self._call(method_name, params, ctx, id_)
         outcome = _response(id_, result=result, error=error)
         name = None if error is None else error["data"]["name"]
-        log.info(
-            "request",
-            method=method_name if method_name in self.methods else "(unknown)",
-            ms=round((time.perf_counter() - started) * 1000, 3),
-            error=name,
-            request_id=None if notification else id_,
-            conn=ctx.conn_id,
+        logsetup.request(
+            method_name if method_name in self.methods else "(unknown)",
+            round((time.perf_counter() - started) * 1000, 3),
+            name,
+            None if notification else id_,
+            ctx.conn_id,
         )
         return None if notification else outcome
 

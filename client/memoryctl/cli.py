@@ -78,6 +78,15 @@ def _workspace(args: argparse.Namespace) -> str:
     return os.getcwd()
 
 
+def _scoped(args: argparse.Namespace, params: dict[str, Any]) -> dict[str, Any]:
+    """The workspace the command runs in, or with --all the owner's view of every workspace."""
+    if args.all:
+        params.update(scope="all", owner_token=owner_token())
+    else:
+        params["workspace"] = _workspace(args)
+    return params
+
+
 def _project_root(start: str) -> str:
     """The nearest directory upwards that looks like a project root (.git, memory/, spec/memory), else start."""
     current = os.path.abspath(start)
@@ -179,11 +188,7 @@ def verb_call(args: argparse.Namespace) -> tuple[str, dict[str, Any], Render]:
         params = {"query": args.query, "limit": args.limit}
         if args.snippet_max_chars:
             params["snippet_max_chars"] = args.snippet_max_chars
-        if args.all:
-            params.update(scope="all", owner_token=owner_token())
-        else:
-            params["workspace"] = _workspace(args)
-        return "search", params, _render_hits
+        return "search", _scoped(args, params), _render_hits
     if verb == "get":
         params = {
             "workspace": _workspace(args),
@@ -193,19 +198,9 @@ def verb_call(args: argparse.Namespace) -> tuple[str, dict[str, Any], Render]:
         }
         return "get", params, lambda r: r["text"]
     if verb == "index":
-        params = {"full": bool(args.full)}
-        if args.all:
-            params.update(scope="all", owner_token=owner_token())
-        else:
-            params["workspace"] = _workspace(args)
-        return "index", params, _render_index
+        return "index", _scoped(args, {"full": bool(args.full)}), _render_index
     if verb == "validate":
-        params = {}
-        if args.all:
-            params.update(scope="all", owner_token=owner_token())
-        else:
-            params["workspace"] = _workspace(args)
-        return "validate", params, _render_validate
+        return "validate", _scoped(args, {}), _render_validate
     raise Usage(f"unknown verb {verb}")
 
 
