@@ -81,9 +81,10 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--levels", default="warning,info", help="daemon log levels to measure, in order")
     args = parser.parse_args()
     print(f"# bench_rpc · {conditions()}")
-    for level in ("info", "warning"):
+    for level in args.levels.split(","):
         with daemon(log_level=level) as (home, env):
             sock = str(home / "run" / "memoryd.sock")
             lat = ping_latencies(sock, args.calls)

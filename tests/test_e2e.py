@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -184,3 +185,31 @@ def test_other_uid_is_refused(daemon: Daemon) -> None:
     assert daemon.call("ping")["pong"] is True
     daemon.stop()
     assert "peer_refused" in daemon.log.read_text()
+
+
+def test_second_sigint_forces_exit_while_draining(daemon: Daemon) -> None:
+    project = short_tmp("proj")
+    memory = project / "memory"
+    memory.mkdir()
+    line = "- " + "busy words 串口 " * 40 + "\n"
+    for i in range(4000):  # enough that a full rebuild is still running when the signals arrive
+        (memory / f"n{i:05d}.md").write_text(f"## {i}\n" + line * 3)
+    ws = daemon.call("workspace.add", {"path": str(project)})["workspace_id"]
+    daemon.call("index", {"workspace": ws})
+    import threading
+
+    def rebuild() -> None:
+        with contextlib.suppress(Exception):
+            daemon.call("index", {"workspace": ws, "full": True}, timeout=60)
+
+    worker = threading.Thread(target=rebuild)
+    worker.start()
+    time.sleep(0.3)
+    assert daemon.proc is not None
+    daemon.proc.send_signal(signal.SIGINT)  # drain: waits for the rebuild (up to drain_timeout_s)
+    time.sleep(0.2)
+    daemon.proc.send_signal(signal.SIGINT)  # a second SIGINT: exit now
+    assert daemon.proc.wait(20) == 130
+    worker.join(30)
+    assert not daemon.socket.exists()
+    assert "forced_exit" in daemon.log.read_text()

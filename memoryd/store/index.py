@@ -206,7 +206,7 @@ class NoteIndex:
                 Path(str(fresh) + suffix).unlink()
         conn = _connect(fresh)
         try:
-            conn.execute("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;")
+            conn.execute("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-131072;")
             conn.execute(SCHEMA)
             conn.execute(f"INSERT INTO chunks_fts(chunks_fts, rank) VALUES('rank', '{textindex.rank_sql()}')")
             conn.executemany("INSERT INTO meta(key, value) VALUES(?, ?)", versions(self.chunk_max_lines).items())
