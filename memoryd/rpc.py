@@ -167,6 +167,16 @@ class Dispatcher:
             result = await method.handler(ctx, model)
         except AppError as exc:
             return None, exc.to_error()
+        except ExceptionGroup as group:  # a handler's task group: report its first application error
+            app_errors, _rest = group.split(AppError)
+            if app_errors is not None:
+                first = app_errors.exceptions[0]
+                while isinstance(first, ExceptionGroup):
+                    first = first.exceptions[0]
+                if isinstance(first, AppError):
+                    return None, first.to_error()
+            log.exception("internal_error", method=name, request_id=ctx.request_id)
+            return None, _error("INTERNAL_ERROR")
         except Exception:
             log.exception("internal_error", method=name, request_id=ctx.request_id)
             return None, _error("INTERNAL_ERROR")

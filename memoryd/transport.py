@@ -7,6 +7,7 @@ order; a slow or idle client holds only its own connection.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import struct
@@ -108,6 +109,7 @@ async def serve_connection(
                     if not line.strip():
                         continue
                     conn.busy = True
+                    idle.deadline = math.inf  # the idle timeout never cuts a request short
                     try:
                         reply = await handle(line, uid, conn.conn_id)
                         if reply is not None:

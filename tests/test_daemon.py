@@ -229,3 +229,19 @@ def test_logs_carry_no_params(daemon: Daemon) -> None:
     assert {e["method"] for e in requests} >= {"workspace.add", "ping"}
     assert all({"ms", "error", "request_id"} <= set(e) for e in requests)
     assert any(e["error"] == "MEMORY_WORKSPACE_INVALID" for e in requests)
+
+
+def test_idle_timeout_never_cuts_a_request_short(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    d = daemon_factory(False)
+    d.env["MEMORYD_IDLE_TIMEOUT_S"] = "0.2"
+    d.start()
+    project = short_tmp("proj")
+    (project / "memory").mkdir()
+    for i in range(3000):
+        (project / "memory" / f"n{i:05d}.md").write_text(f"## {i}\n- " + "words 串口 " * 80 + "\n")
+    ws = d.call("workspace.add", {"path": str(project)})["workspace_id"]
+    d.call("index", {"workspace": ws})
+    started = time.monotonic()
+    report = d.call("index", {"workspace": ws, "full": True}, timeout=120)["workspaces"][0]
+    assert report["files"] == 3000 and report["rebuilt"] is True
+    assert time.monotonic() - started > 0.2  # the request outlived the idle timeout and still got its answer

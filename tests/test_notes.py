@@ -355,3 +355,21 @@ def test_status_per_workspace(daemon: Daemon, workspace: tuple[Path, str]) -> No
     os.rename(path / "memory", path / "memory-moved")
     gone = daemon.call("status", {"workspace": ws})["workspaces"][0]
     assert gone["recommended"] == "memoryctl init"
+
+
+def test_a_broken_index_never_blocks_a_write(daemon: Daemon) -> None:
+    import hashlib
+
+    path = short_tmp("ws")
+    ws_id = "ws_" + hashlib.sha256(os.fsencode(os.path.realpath(path))).hexdigest()[:12]
+    blocker = daemon.home / "state" / "workspaces" / ws_id
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text("not a directory")  # the index cannot be created here
+    assert daemon.call("workspace.add", {"path": str(path)})["workspace_id"] == ws_id
+    written = daemon.call("remember", {"workspace": ws_id, "text": "still written KQZSAFE"})
+    assert "KQZSAFE" in (path / written["path"]).read_text()
+    with pytest.raises(RemoteError) as info:
+        daemon.call("search", {"workspace": ws_id, "query": "KQZSAFE"})
+    assert info.value.name == "MEMORY_INDEX_FAILED"
+    status = daemon.call("status", {"workspace": ws_id})["workspaces"][0]
+    assert status["error"] and status["recommended"] == "memoryctl index --full"

@@ -209,7 +209,9 @@ class NotesService:
             )
         if not text.strip():
             raise AppError("MEMORY_EMPTY")
-        notes = await self._ready(self.get_notes(ws))
+        # The Markdown file is the truth: a broken index must not stop a write (data safety first).
+        notes = self.get_notes(ws)
+        await notes.opened.wait()
         async with notes.write_lock:
             return await anyio.to_thread.run_sync(lambda: self._append(notes, kind, text, reason, followup, dry_run))
 
@@ -274,7 +276,12 @@ class NotesService:
                 atomic_write(target, head + entry)
             except OSError as exc:
                 raise AppError("MEMORY_WRITE_FAILED", f"Cannot write {rel}: {exc.strerror}") from exc
-            notes.index.sync([rel])
+            if notes.open_error is None:
+                try:
+                    notes.index.sync([rel])
+                except Exception:  # the entry is written; the watcher or `memoryctl index` catches up
+                    notes.pending.add(rel)
+                    log.exception("index_after_remember_failed", workspace_id=notes.ws.id)
             log.info(
                 "remembered",
                 workspace_id=notes.ws.id,
