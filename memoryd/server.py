@@ -187,19 +187,26 @@ class Server:
     async def _accept(
         self, listener: anyio.abc.SocketListener, tg: anyio.abc.TaskGroup, scope: anyio.CancelScope
     ) -> None:
+        # At most max_connections at once; further clients wait in the listen backlog.
+        slots = anyio.Semaphore(self.settings.max_connections)
         with scope:
             while True:
+                await slots.acquire()
                 try:
                     stream = await listener.accept()
                 except OSError as exc:  # EMFILE and friends: back off, keep serving the others
+                    slots.release()
                     log.warning("accept_failed", error=exc.strerror)
                     await anyio.sleep(0.05)
                     continue
+                except BaseException:
+                    slots.release()
+                    raise
                 self._next_conn += 1
                 conn = Connection(self._next_conn)
-                tg.start_soon(self._connection, stream, conn)
+                tg.start_soon(self._connection, stream, conn, slots)
 
-    async def _connection(self, stream: anyio.abc.SocketStream, conn: Connection) -> None:
+    async def _connection(self, stream: anyio.abc.SocketStream, conn: Connection, slots: anyio.Semaphore) -> None:
         self.connections[conn.conn_id] = conn
         try:
             with conn.scope:
@@ -215,6 +222,7 @@ class Server:
             pass
         finally:
             self.connections.pop(conn.conn_id, None)
+            slots.release()
             with contextlib.suppress(Exception):
                 await stream.aclose()
 

@@ -245,3 +245,26 @@ def test_idle_timeout_never_cuts_a_request_short(daemon_factory) -> None:  # typ
     report = d.call("index", {"workspace": ws, "full": True}, timeout=120)["workspaces"][0]
     assert report["files"] == 3000 and report["rebuilt"] is True
     assert time.monotonic() - started > 0.2  # the request outlived the idle timeout and still got its answer
+
+
+def test_max_connections_queues_the_rest(daemon_factory) -> None:  # type: ignore[no-untyped-def]
+    d = daemon_factory(False)
+    d.env["MEMORYD_MAX_CONNECTIONS"] = "2"
+    d.start()
+    held = [socket.socket(socket.AF_UNIX) for _ in range(2)]
+    for s in held:
+        s.connect(str(d.socket))
+        s.sendall(b'{"jsonrpc":"2.0","method":"ping","id":1}\n')
+        assert json.loads(s.makefile("rb").readline())["result"]["pong"] is True
+    waiting = socket.socket(socket.AF_UNIX)
+    waiting.settimeout(10)
+    waiting.connect(str(d.socket))  # accepted by the kernel's backlog, not yet served
+    waiting.sendall(b'{"jsonrpc":"2.0","method":"ping","id":2}\n')
+    waiting.settimeout(0.3)
+    with pytest.raises(TimeoutError):
+        waiting.recv(100)
+    held[0].close()  # a slot frees up: the waiting client is served
+    waiting.settimeout(10)
+    assert json.loads(waiting.makefile("rb").readline())["id"] == 2
+    for s in (held[1], waiting):
+        s.close()
