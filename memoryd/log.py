@@ -84,7 +84,7 @@ def request(method: str, ms: float, error: str | None, request_id: object, conn:
                     "conn": conn,
                     "event": "request",
                     "level": "info",
-                    "ts": round(time.time(), 6),
+                    "ts": time.time(),
                 },
                 default=str,
             )

@@ -128,13 +128,13 @@ class Dispatcher:
         ):
             return _response(id_ if valid_id and id_ is not _NO_ID else None, error=_error("INVALID_REQUEST"))
         notification = id_ is _NO_ID
-        started = time.perf_counter()
+        started = time.perf_counter_ns()
         result, error = await self._call(method_name, params, ctx, id_)
         outcome = _response(id_, result=result, error=error)
         name = None if error is None else error["data"]["name"]
         logsetup.request(
             method_name if method_name in self.methods else "(unknown)",
-            round((time.perf_counter() - started) * 1000, 3),
+            (time.perf_counter_ns() - started) // 1000 / 1000,  # ms with µs resolution, no round()
             name,
             None if notification else id_,
             ctx.conn_id,
