@@ -66,6 +66,18 @@ def _response(id_: Any, *, result: Any = None, error: dict[str, Any] | None = No
     return {"jsonrpc": "2.0", "result": result, "id": id_}
 
 
+def _first_app_error(exc: BaseException) -> AppError | None:
+    """The application error itself, or the first one inside a handler's task-group exception group."""
+    if isinstance(exc, AppError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _first_app_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
 def error_line(name: str, message: str | None = None, id_: Any = None, **data: Any) -> bytes:
     return orjson.dumps(_response(id_, error=_error(name, message, **data))) + b"\n"
 
@@ -116,15 +128,15 @@ class Dispatcher:
         if not isinstance(message, dict):
             return _response(None, error=_error("INVALID_REQUEST"))
         id_ = message.get("id", _NO_ID)
-        valid_id = id_ is _NO_ID or id_ is None or (isinstance(id_, str | int | float) and not isinstance(id_, bool))
+        valid_id = id_ is _NO_ID or id_ is None or type(id_) in _ID_TYPES
         method_name = message.get("method")
         params = message.get("params", _NO_ID)
         if (
             message.get("jsonrpc") != "2.0"
-            or not isinstance(method_name, str)
+            or type(method_name) is not str
             or not valid_id
-            or (params is not _NO_ID and not isinstance(params, dict | list))
-            or set(message) - {"jsonrpc", "method", "params", "id"}
+            or (params is not _NO_ID and type(params) not in _PARAMS_TYPES)
+            or not _MEMBERS.issuperset(message)
         ):
             return _response(id_ if valid_id and id_ is not _NO_ID else None, error=_error("INVALID_REQUEST"))
         notification = id_ is _NO_ID
@@ -165,19 +177,10 @@ class Dispatcher:
         ctx.request_id = None if id_ is _NO_ID else id_
         try:
             result = await method.handler(ctx, model)
-        except AppError as exc:
-            return None, exc.to_error()
-        except ExceptionGroup as group:  # a handler's task group: report its first application error
-            app_errors, _rest = group.split(AppError)
-            if app_errors is not None:
-                first = app_errors.exceptions[0]
-                while isinstance(first, ExceptionGroup):
-                    first = first.exceptions[0]
-                if isinstance(first, AppError):
-                    return None, first.to_error()
-            log.exception("internal_error", method=name, request_id=ctx.request_id)
-            return None, _error("INTERNAL_ERROR")
-        except Exception:
+        except Exception as exc:
+            app_error = _first_app_error(exc)
+            if app_error is not None:
+                return None, app_error.to_error()
             log.exception("internal_error", method=name, request_id=ctx.request_id)
             return None, _error("INTERNAL_ERROR")
         return result.model_dump(mode="json", exclude_none=True), None

@@ -25,8 +25,14 @@ def test_rebuild_and_incremental_sync(tmp_path: Path) -> None:
     report = index.sync()
     assert (report.files_indexed, report.files_unchanged) == (1, 1)
     assert index.counts() == (2, 3)
+    (root / "memory" / "b.md").write_text("## B\n- beta\n")  # a changed file: its old chunks go
+    index.sync(["memory/b.md"])
+    assert index._chunk_count == index.counts()[1] == 2  # kept by deltas, never by count(*) per write
+    (root / "memory" / "b.md").write_text("## B\n- beta\n\n## C\n- gamma\n")
+    index.sync()
     (root / "memory" / "a.md").unlink()
     assert index.sync().files_removed == 1
+    assert index._chunk_count == index.counts()[1] == 2
     hits = index.search(textindex.match_expression("gamma") or "", 5)
     assert [(h.path, h.start_line, h.heading) for h in hits] == [("memory/b.md", 4, "## C")]
     index.close()

@@ -373,3 +373,11 @@ def test_a_broken_index_never_blocks_a_write(daemon: Daemon) -> None:
     assert info.value.name == "MEMORY_INDEX_FAILED"
     status = daemon.call("status", {"workspace": ws_id})["workspaces"][0]
     assert status["error"] and status["recommended"] == "memoryctl index --full"
+    with pytest.raises(RemoteError) as info:  # still broken: the recommended command says so, no crash
+        daemon.call("index", {"workspace": ws_id, "full": True})
+    assert info.value.name == "MEMORY_INDEX_FAILED"
+    blocker.unlink()  # the owner fixes the state directory; the recommended command now recovers
+    report = daemon.call("index", {"workspace": ws_id, "full": True})["workspaces"][0]
+    assert report["files"] == 1
+    assert daemon.call("search", {"workspace": ws_id, "query": "KQZSAFE"})["hits"]
+    assert "error" not in daemon.call("status", {"workspace": ws_id})["workspaces"][0]

@@ -310,7 +310,7 @@ class NotesService:
             except Exception as exc:
                 log.exception("search_failed", workspace_id=ws.id)
                 raise AppError("MEMORY_SEARCH_FAILED") from exc
-        pending = sorted(notes.pending) if notes.pending or notes.full_rescan else []
+        pending = sorted(notes.pending)
         return {
             "hits": [self._hit(ws, h, query, snippet_max_chars) for h in hits],
             "stale": bool(pending) or notes.full_rescan,
@@ -358,7 +358,14 @@ class NotesService:
     # --- index, validate, status --------------------------------------------------------------------------
 
     async def index(self, ws: Workspace, *, full: bool) -> dict[str, Any]:
-        notes = await self._ready(self.get_notes(ws))
+        notes = self.get_notes(ws)
+        await notes.opened.wait()
+        if notes.open_error is not None:
+            # What status recommends for an index that could not be opened: try again from scratch (the
+            # state directory may have been fixed meanwhile); still broken, and _ready says so.
+            await self.detach(ws, drop_index=False)
+            notes = self.get_notes(ws)
+        notes = await self._ready(notes)
 
         def progress(done: int, total: int) -> None:
             notes.progress = (done, total)  # read by status; a tuple swap is atomic
