@@ -58,11 +58,8 @@ def _human_dict(data: Any, indent: str = "") -> str:
         elif isinstance(value, list):
             lines.append(f"{indent}{key}: {len(value)} item(s)")
             for item in value:
-                lines.append(
-                    _human_dict(item, indent + "  - ")
-                    if not isinstance(item, dict)
-                    else indent + "  - " + ", ".join(f"{k}={v}" for k, v in item.items())
-                )
+                shown = ", ".join(f"{k}={v}" for k, v in item.items()) if isinstance(item, dict) else item
+                lines.append(f"{indent}  - {shown}")
         else:
             lines.append(f"{indent}{key}: {value}")
     return "\n".join(lines)
