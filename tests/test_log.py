@@ -1,0 +1,65 @@
+"""Logging: JSON lines when nobody watches, a console renderer on a TTY; request lines batched, warnings at once."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+import structlog
+
+from memoryd import log as logsetup
+
+
+class _Stderr(io.TextIOWrapper):
+    def isatty(self) -> bool:
+        return self._tty  # type: ignore[no-any-return]
+
+
+def _stderr(tty: bool) -> _Stderr:
+    stream = _Stderr(io.BytesIO(), encoding="utf-8", write_through=True)
+    stream._tty = tty  # type: ignore[attr-defined]
+    return stream
+
+
+@pytest.fixture(autouse=True)
+def _restore() -> object:
+    yield
+    structlog.reset_defaults()
+
+
+def test_json_lines_off_a_tty_with_batched_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    stream = _stderr(tty=False)
+    monkeypatch.setattr(sys, "stderr", stream)
+    logsetup.configure("info")
+    logsetup.request("ping", 0.01, None, 1, 7)
+    raw = stream.buffer
+    assert raw.getvalue() == b""  # request lines wait for the next flush...
+    structlog.get_logger("t").warning("disk_low", free_mb=3)  # ...and go out with the first warning
+    lines = [json.loads(line) for line in raw.getvalue().splitlines()]
+    assert [line["event"] for line in lines] == ["request", "disk_low"]
+    assert lines[0]["method"] == "ping" and lines[0]["conn"] == 7 and lines[1]["level"] == "warning"
+    logsetup.request("ping", 0.01, None, 2, 7)
+    logsetup.flush()
+    assert raw.getvalue().count(b"\n") == 3
+
+
+def test_console_renderer_on_a_tty(monkeypatch: pytest.MonkeyPatch) -> None:
+    stream = _stderr(tty=True)
+    monkeypatch.setattr(sys, "stderr", stream)
+    logsetup.configure("info")
+    structlog.get_logger("t").info("ready", socket="/tmp/x.sock")
+    text = stream.buffer.getvalue().decode()
+    assert "ready" in text and "socket=/tmp/x.sock" in text
+    with pytest.raises(ValueError):
+        json.loads(text.splitlines()[0])
+
+
+def test_level_filters_request_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    stream = _stderr(tty=False)
+    monkeypatch.setattr(sys, "stderr", stream)
+    logsetup.configure("warning")
+    logsetup.request("ping", 0.01, None, 1, 1)
+    logsetup.flush()
+    assert stream.buffer.getvalue() == b""
