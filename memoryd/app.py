@@ -14,17 +14,19 @@ from memoryd import log as logsetup
 from memoryd.config import Settings
 from memoryd.notes.service import NotesService
 from memoryd.rpc import Context, Dispatcher
+from memoryd.rules.service import RulesService
 from memoryd.workspaces import OwnerToken, Registry, Workspace
 
 log = structlog.get_logger("memoryd.app")
 
 
 def build_dispatcher() -> Dispatcher:
-    from memoryd.methods import admin, notes
+    from memoryd.methods import admin, notes, rules
 
     dispatcher = Dispatcher()
     admin.register(dispatcher)
     notes.register(dispatcher)
+    rules.register(dispatcher)
     return dispatcher
 
 
@@ -40,10 +42,13 @@ class App:
         self.registry = Registry(settings.dirs.registry)
         self.dispatcher = build_dispatcher()
         self.notes = NotesService(settings)
+        self.rules = RulesService(settings, self.notes)
+        self.notes.on_rules_changed = self.rules.files_changed
 
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
         tg.start_soon(self._flush_logs)
         await self.notes.start(tg, self.registry.all())
+        await self.rules.start(tg, self.registry.all())
 
     async def _flush_logs(self) -> None:
         while True:
@@ -67,6 +72,8 @@ class App:
 
     async def workspace_added(self, ws: Workspace) -> None:
         self.notes.attach(ws)
+        self.rules.attach(ws)
 
     async def workspace_removed(self, ws: Workspace) -> None:
+        self.rules.detach(ws)
         await self.notes.detach(ws, drop_index=True)

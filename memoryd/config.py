@@ -72,6 +72,12 @@ class Settings:
     watch: bool = _setting(True, "Watch workspace memory trees and reindex on change.")
     watch_debounce_ms: int = _setting(50, "Watcher debounce; edits are searchable within about this plus indexing.")
     reconcile_interval_s: float = _setting(30.0, "Safety-net rescan of every workspace, in seconds.")
+    observe_max_bytes: int = _setting(256 * 1024, "Largest observation one observe call may store (its JSON line).")
+    min_confidence: float = _setting(0.7, "Compile policy: items below this confidence are staged as candidates.")
+    compile_max_observations: int = _setting(200, "Observations per compile request; more are split into chunks.")
+    compile_max_request_bytes: int = _setting(
+        256 * 1024, "Observation bytes per compile request; more are split into chunks."
+    )
 
     # Not settings proper: where things are. Filled by load_settings.
     dirs: Dirs = field(default_factory=Dirs.resolve, metadata={"internal": True})
@@ -103,6 +109,8 @@ def _coerce(f: dataclasses.Field[Any], raw: Any, origin: str) -> Any:
         raise SettingsError(f"{origin}: {f.name} must be a {kind.__name__}, got {raw!r}") from exc
     if kind in (int, float) and value <= 0:
         raise SettingsError(f"{origin}: {f.name} must be positive, got {raw!r}")
+    if f.name == "min_confidence" and value > 1:
+        raise SettingsError(f"{origin}: min_confidence must be in (0, 1], got {raw!r}")
     if f.name == "log_level" and value not in {"debug", "info", "warning", "error"}:
         raise SettingsError(f"{origin}: log_level must be debug, info, warning or error, got {raw!r}")
     return value

@@ -29,8 +29,15 @@ def _dump(obj: Any) -> str:
 
 
 def file_models() -> dict[str, type[BaseModel]]:
-    """File formats with a schema of their own (filled by later namespaces)."""
-    return {}
+    """File formats with a schema of their own: ``schemas/<name>.schema.json``."""
+    from memoryd.rules import models
+
+    return {
+        "observation": models.Observation,
+        "compile_request": models.CompileRequest,
+        "compile_response": models.CompileResponse,
+        "rule": models.Rule,
+    }
 
 
 def generated() -> dict[Path, str]:

@@ -191,6 +191,27 @@ _SPECS = [
         "The text is empty once <private>…</private> spans are removed; private text is never stored.",
         1,
     ),
+    ErrorSpec(
+        "MEMORY_RULE_NOT_FOUND",
+        -32019,
+        "No such rule",
+        "List rules with `memoryctl rules search` or candidates with `memoryctl candidates list`.",
+        1,
+    ),
+    ErrorSpec(
+        "MEMORY_REVISION_NOT_FOUND",
+        -32020,
+        "No such revision of this rule",
+        "`memoryctl rules show RULE_ID` lists its history; revisions are kept as backups by every change.",
+        1,
+    ),
+    ErrorSpec(
+        "MEMORY_VERSION_INVALID",
+        -32021,
+        "Not a firmware version",
+        "Use a version like 1.2.3, 1.2, v1.2.3 or 1.3.0-rc.1 (docs/reference/rules.md).",
+        1,
+    ),
 ]
 
 SPECS: dict[str, ErrorSpec] = {spec.name: spec for spec in _SPECS}

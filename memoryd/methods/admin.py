@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import apsw
 from pydantic import Field
@@ -47,6 +47,20 @@ class IndexProgress(Wire):
     total: int
 
 
+class RulesStatus(Wire):
+    profiles: int
+    overrides: int
+    candidates: int
+    observations: int
+    outstanding_requests: int = Field(description="compile requests prepared and not yet applied")
+    generation: int = Field(description="Bumped whenever the loaded rule set changes.")
+    errors: list[str] = Field(
+        description="Rule files that do not parse (their last good rules stay in effect) and skipped evidence lines."
+    )
+    recovered: list[str] = Field(description="Changes a crash interrupted, finished at start-up (run ids).")
+    error: str | None = None
+
+
 class WorkspaceStatus(Wire):
     workspace_id: str
     path: str
@@ -65,6 +79,7 @@ class WorkspaceStatus(Wire):
     indexing: IndexProgress | None = Field(default=None, description="Progress of an explicit index call in flight.")
     error: str | None = None
     recommended: str | None = Field(default=None, description="The next command to run when something is wrong.")
+    rules: RulesStatus | None = Field(default=None, description="Evidence and rules (None while still loading).")
 
 
 class StatusResult(Wire):
@@ -133,6 +148,10 @@ def probes() -> Probes:
     )
 
 
+def _rules_status(data: dict[str, Any] | None) -> RulesStatus | None:
+    return None if data is None else RulesStatus(**data)
+
+
 def register(d: Dispatcher) -> None:
     @d.register("ping", Empty, PingResult)
     async def ping(ctx: Context, params: Empty) -> PingResult:
@@ -161,7 +180,10 @@ def register(d: Dispatcher) -> None:
             state_dir=str(dirs.state),
             workspace_count=len(app.registry),
             probes=probes(),
-            workspaces=[WorkspaceStatus(**await app.notes.status(ws)) for ws in chosen],
+            workspaces=[
+                WorkspaceStatus(**await app.notes.status(ws), rules=_rules_status(await app.rules.status(ws)))
+                for ws in chosen
+            ],
         )
 
     @d.register("workspace.add", WorkspaceAddParams, WorkspaceAddResult, writes=True)

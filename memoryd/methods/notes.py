@@ -203,7 +203,14 @@ def register(d: Dispatcher) -> None:
 
     @d.register("validate", ValidateParams, ValidateResult)
     async def validate(ctx: Context, p: ValidateParams) -> ValidateResult:
-        """Check memory/ exists, daily heading formats, files outside the layout, broken or escaping links."""
+        """Check memory/ exists, daily heading formats, files outside the layout, broken or escaping links; rule
+        files that do not parse, invalid fw_range, unknown provenance, torn evidence lines."""
         app: App = ctx.app
-        reports = [ValidationReport(**await app.notes.validate(ws)) for ws in targets(app, p)]
+        reports = []
+        for ws in targets(app, p):
+            report = await app.notes.validate(ws)
+            rules = await app.rules.validate(ws)
+            problems = report["problems"] + rules
+            ok = report["ok"] and not any(r["severity"] == "error" for r in rules)
+            reports.append(ValidationReport(**{**report, "problems": problems, "ok": ok}))
         return ValidateResult(ok=all(r.ok for r in reports), reports=reports)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +29,10 @@ from memoryd.workspaces import Workspace
 log = structlog.get_logger("memoryd.notes")
 
 KNOWN_FILES = {"MEMORY.md", "INSIGHTS.md", "HISTORY.md"}
+# Markdown memory, and the rule files the index also covers (the rules service reloads them on change).
+WATCHED = ["memory", "spec/memory", "data/memory/overrides"]
+RULE_TREES = ("spec/memory/", "data/memory/overrides/")
+READABLE_SUFFIXES = (".md", ".yaml", ".yml")
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
 
@@ -78,6 +83,8 @@ class NotesService:
         self.settings = settings
         self._by_id: dict[str, WorkspaceNotes] = {}
         self._tg: anyio.abc.TaskGroup | None = None
+        # Told about changed rule files (the rules service reloads them); set by the composition root.
+        self.on_rules_changed: Callable[[Workspace, list[str]], Awaitable[None]] | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
@@ -136,7 +143,7 @@ class NotesService:
                 if self.settings.watch:
                     notes.watcher = WorkspaceWatcher(
                         notes.root,
-                        ["memory"],
+                        WATCHED,
                         on_change=lambda paths: self._changed(notes, paths),
                         debounce_ms=self.settings.watch_debounce_ms,
                         reconcile_interval_s=self.settings.reconcile_interval_s,
@@ -146,16 +153,21 @@ class NotesService:
                     notes.watching = True
 
     async def _changed(self, notes: WorkspaceNotes, paths: set[Path]) -> None:
+        rules: list[str] = []
         for path in paths:
             try:
                 rel = path.relative_to(notes.root).as_posix()
             except ValueError:
                 continue
-            if path.suffix.lower() == ".md":
+            if path.suffix.lower() in READABLE_SUFFIXES:
                 notes.pending.add(rel)
+                if rel.startswith(RULE_TREES):
+                    rules.append(rel)
             else:
                 notes.full_rescan = True
         notes.wake.set()
+        if rules and self.on_rules_changed is not None:
+            await self.on_rules_changed(notes.ws, rules)
 
     async def _reconcile(self, notes: WorkspaceNotes) -> None:
         notes.full_rescan = True
@@ -335,10 +347,14 @@ class NotesService:
         return await anyio.to_thread.run_sync(lambda: self._read(ws, path, from_line, lines))
 
     def _read(self, ws: Workspace, path: str, from_line: int, lines: int) -> dict[str, Any]:
-        target = confine(ws.path, path)
+        target = confine(ws.path, path, suffixes=READABLE_SUFFIXES)
         memory = (ws.path / "memory").resolve()
-        if target != memory and memory not in target.parents:
-            raise AppError("MEMORY_PATH_TRAVERSAL", "Only files under memory/ can be read")
+        allowed = [memory] if target.suffix == ".md" else [(ws.path / tree).resolve() for tree in RULE_TREES]
+        if not any(tree in target.parents for tree in allowed):
+            raise AppError(
+                "MEMORY_PATH_TRAVERSAL",
+                "Only Markdown under memory/ and rule YAML under spec/memory/ or data/memory/overrides/ can be read",
+            )
         if not target.is_file():
             raise AppError("MEMORY_FILE_NOT_FOUND")
         try:
@@ -354,6 +370,19 @@ class NotesService:
             "total_lines": len(all_lines),
             "text": "\n".join(chosen) + ("\n" if chosen else ""),
         }
+
+    async def sync_paths(self, ws: Workspace, rels: list[str]) -> None:
+        """Index these files now (after the rules service changed them), so search finds them at once."""
+        notes = self._by_id.get(ws.id)
+        if notes is None or not notes.opened.is_set() or notes.open_error is not None:
+            return
+        try:
+            async with notes.write_lock:
+                await anyio.to_thread.run_sync(notes.index.sync, rels)
+        except Exception:  # the files are written; the watcher or `memoryctl index` catches up
+            notes.pending.update(rels)
+            notes.wake.set()
+            log.exception("index_after_change_failed", workspace_id=ws.id)
 
     # --- index, validate, status --------------------------------------------------------------------------
 

@@ -1,0 +1,1 @@
+"""Evidence to rules (seed 000): observations, compile prepare/apply, rules, resolve."""

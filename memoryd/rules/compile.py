@@ -1,0 +1,217 @@
+"""The compile exchange (seed 000 §6): the request for the host's LLM, the checks on its answer, and the
+bookkeeping of which observations are compiled.
+
+Compile state (``data/memory/compile/state.json``): per source (``global`` or ``run:<run_id>``) a watermark — every
+observation of that source up to it is compiled — plus the ids compiled beyond it (by a filtered prepare), and every
+request with its status (outstanding, applied, abandoned). Requests live in ``data/memory/compile/<request_id>/``
+next to the response that was applied.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+import jsonschema
+import orjson
+
+from memoryd.rules.evidence import EvidenceStore
+from memoryd.rules.fwrange import FwRangeError, parse_range
+from memoryd.rules.models import FACT_KEY_PATTERN, RECOMMENDED_PREFIXES, CompileResponse
+from memoryd.rules.ruleset import RuleSet
+
+STATE_FILE = "data/memory/compile/state.json"
+_FACT_KEY = re.compile(FACT_KEY_PATTERN)
+
+INSTRUCTIONS = """\
+You consolidate evidence into rules for embedded devices. Read `observations` (evidence) and `rules` (what is
+known today for the same model_ids), then answer with ONE JSON object that validates against `response_schema`.
+Write nothing else: no prose, no Markdown fences.
+
+- Copy `request_id` exactly.
+- `rules`: shared facts about a device model that the evidence supports: {rule_id, model_id, fw_range, priority,
+  facts, confidence, provenance: {observation_ids}, summary}. Reuse an existing rule_id to update a rule: facts are
+  merged into the existing ones (a key set to null is removed); keep unrelated facts out of it.
+- `candidates`: plausible but unconfirmed rules, same shape. Anything with confidence below
+  policy.min_confidence is staged as a candidate anyway, for a person to review.
+- `overrides`: facts true only for one physical instance (a bench, a board): add instance_id.
+- facts are dotted keys with JSON values. Prefer these prefixes: transport.* (serial/I2C/SPI/network parameters,
+  timeouts, retries), procedure.* (required command sequences), analysis.* (default analysis templates, metrics),
+  known_issues.* (known faults, edge conditions), calibration.* (calibration, offsets).
+- fw_range selects firmware versions: "*", "1.2.*", "1.2.3", or ">=1.2.0 <1.3.0". Use the narrowest range the
+  evidence supports; a narrower range beats a wider one, then a higher priority wins.
+- Every rule, candidate and override cites the observations it rests on in provenance.observation_ids (ids from
+  `observations` or earlier ones), and provenance_summary.observation_ids_used lists every id you cited.
+- confidence is 0..1: how sure the evidence makes you. Do not invent facts the evidence does not state.
+- Nothing to propose? Answer with empty lists and an empty observation_ids_used.
+"""
+
+
+@cache
+def response_schema() -> dict[str, Any]:
+    schema = CompileResponse.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "compile_response"
+    return schema
+
+
+@cache
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(response_schema())
+
+
+def pointer(parts: Iterable[str | int]) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def parse_when(text: str, field: str) -> datetime:
+    """An ISO date or date-time; a naive one is local time."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        from memoryd.errors import AppError
+
+        raise AppError("INVALID_PARAMS", f"{field}: expected an ISO date or time such as 2026-11-23") from exc
+    return moment if moment.tzinfo is not None else moment.astimezone()
+
+
+# --- state ------------------------------------------------------------------------------------------------------
+
+
+def empty_state() -> dict[str, Any]:
+    return {"version": 1, "watermarks": {}, "compiled": {}, "requests": {}}
+
+
+def load_state(data: bytes | None) -> dict[str, Any]:
+    if not data:
+        return empty_state()
+    state: dict[str, Any] = orjson.loads(data)
+    for key, value in empty_state().items():
+        state.setdefault(key, value)
+    return state
+
+
+def dump_state(state: dict[str, Any]) -> bytes:
+    return orjson.dumps(state, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+
+
+def is_compiled(state: dict[str, Any], source: str, observation_id: str) -> bool:
+    return observation_id <= state["watermarks"].get(source, "") or observation_id in set(
+        state["compiled"].get(source, ())
+    )
+
+
+def mark_compiled(state: dict[str, Any], evidence: EvidenceStore, ids: Iterable[str]) -> None:
+    """Record ``ids`` as compiled and move each source's watermark over every contiguous compiled id."""
+    by_source: dict[str, set[str]] = {}
+    for oid in ids:
+        stored = evidence.get(oid)
+        if stored is not None:
+            by_source.setdefault(stored.source, set()).add(oid)
+    for source, new in by_source.items():
+        done = set(state["compiled"].get(source, ())) | new
+        mark = state["watermarks"].get(source, "")
+        for stored in evidence.iter_ordered():
+            oid = stored.observation.observation_id
+            if stored.source != source or oid <= mark:
+                continue
+            if oid not in done:
+                break
+            mark = oid
+            done.discard(oid)
+        state["watermarks"][source] = mark
+        state["compiled"][source] = sorted(o for o in done if o > mark)
+
+
+# --- checking a response ----------------------------------------------------------------------------------------
+
+
+def check_response(
+    raw: Any, evidence: EvidenceStore, rules: RuleSet
+) -> tuple[list[dict[str, str]], list[str], set[str]]:
+    """Every violation of the schema and of the seed's constraints (pointer + reason), warnings, and the cited ids.
+
+    Does not look at the request state (the caller checks request_id against it).
+    """
+    violations = [
+        {"pointer": pointer(error.absolute_path), "reason": _short(error.message)}
+        for error in sorted(_validator().iter_errors(raw), key=lambda e: list(map(str, e.absolute_path)))
+    ]
+    warnings: list[str] = []
+    cited: set[str] = set()
+    if not isinstance(raw, dict):
+        return violations, warnings, cited
+    seen: dict[tuple[str, ...], str] = {}
+    owners = {r.rule_id: r.rule.model_id for r in rules.all() if r.layer != "override"}
+    for section in ("rules", "candidates", "overrides"):
+        items = raw.get(section)
+        if not isinstance(items, list):
+            continue
+        for n, item in enumerate(items):
+            if not isinstance(item, dict):
+                continue
+            where = f"/{section}/{n}"
+            fw_range = item.get("fw_range")
+            if isinstance(fw_range, str):
+                try:
+                    parse_range(fw_range)
+                except FwRangeError as exc:
+                    violations.append({"pointer": f"{where}/fw_range", "reason": str(exc)})
+            facts = item.get("facts")
+            if isinstance(facts, dict):
+                for key in facts:
+                    if not _FACT_KEY.match(key):
+                        violations.append(
+                            {"pointer": pointer([section, n, "facts", key]), "reason": "fact keys are dotted names"}
+                        )
+                    elif key.split(".", 1)[0] not in RECOMMENDED_PREFIXES:
+                        warnings.append(f"{where}/facts/{key}: not under a recommended prefix")
+            rule_id, model_id = item.get("rule_id"), item.get("model_id")
+            if isinstance(rule_id, str) and isinstance(model_id, str):
+                key = (section == "overrides" and str(item.get("instance_id"))) or "", model_id, rule_id
+                if key in seen:
+                    violations.append({"pointer": f"{where}/rule_id", "reason": f"{rule_id} also at {seen[key]}"})
+                seen.setdefault(key, f"{where}/rule_id")
+                owner = owners.get(rule_id)
+                if section != "overrides" and owner is not None and owner != model_id:
+                    violations.append(
+                        {"pointer": f"{where}/rule_id", "reason": f"{rule_id} already belongs to model {owner}"}
+                    )
+            provenance = item.get("provenance")
+            ids = provenance.get("observation_ids") if isinstance(provenance, dict) else None
+            if isinstance(ids, list):
+                for m, oid in enumerate(ids):
+                    if not isinstance(oid, str):
+                        continue
+                    cited.add(oid)
+                    if oid not in evidence:
+                        violations.append(
+                            {
+                                "pointer": f"{where}/provenance/observation_ids/{m}",
+                                "reason": f"unknown observation id {oid}",
+                            }
+                        )
+    summary = raw.get("provenance_summary")
+    used = summary.get("observation_ids_used") if isinstance(summary, dict) else None
+    if isinstance(used, list):
+        listed = {u for u in used if isinstance(u, str)}
+        for oid in sorted(cited - listed):
+            violations.append(
+                {"pointer": "/provenance_summary/observation_ids_used", "reason": f"does not list cited {oid}"}
+            )
+        for m, oid in enumerate(used):
+            if isinstance(oid, str) and oid not in evidence:
+                violations.append(
+                    {
+                        "pointer": f"/provenance_summary/observation_ids_used/{m}",
+                        "reason": f"unknown observation id {oid}",
+                    }
+                )
+    return violations, warnings, cited
+
+
+def _short(message: str, limit: int = 300) -> str:
+    return message if len(message) <= limit else message[: limit - 1] + "…"

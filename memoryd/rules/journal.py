@@ -1,0 +1,181 @@
+"""Multi-file changes that survive a crash at any point (DESIGN.md §5).
+
+``commit`` runs these steps; a crash between any two is repaired by ``recover`` on the next start:
+
+1. pre-images of the files to be replaced or deleted → ``data/memory/backups/<run_id>/<path>``
+2. the intent journal → ``data/memory/journal/<run_id>.json`` (atomic): the commit point. Before it exists the
+   change never happened (recover removes stray backups); once it exists the change will be completed.
+3. every file written atomically (or deleted)
+4. one line appended to ``data/memory/history.jsonl``
+5. the journal removed
+
+``recover`` rolls every journal forward: files already at their new content are skipped, the rest written, the
+history line appended unless it is there. Each step is idempotent, so a crash during recovery is fine too.
+
+Crash injection for tests: with ``MEMORYD_CRASH_AT=<step>`` (backups, journal, write, history, done) the process
+exits abruptly right after that step (``write``: after the first file). Never set it outside tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import structlog
+
+from memoryd.fsio import append_line, atomic_write, fsync_dir
+
+log = structlog.get_logger("memoryd.journal")
+
+JOURNAL_DIR = "data/memory/journal"
+BACKUP_DIR = "data/memory/backups"
+HISTORY_FILE = "data/memory/history.jsonl"
+CRASH_ENV = "MEMORYD_CRASH_AT"
+
+
+@dataclass(frozen=True, slots=True)
+class FileWrite:
+    path: str  # relative to the workspace
+    content: bytes | None  # None deletes the file
+    meta: dict[str, Any] = field(default_factory=dict)  # layer, rule_id, revisions: copied into history
+    record: bool = True  # False for bookkeeping files (compile state): no backup, not listed in history
+
+
+def sha(data: bytes | None) -> str | None:
+    return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+def _crash(step: str) -> None:
+    if os.environ.get(CRASH_ENV) == step:
+        os._exit(86)
+
+
+def read_bytes(root: Path, rel: str) -> bytes | None:
+    try:
+        return (root / rel).read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def plan(root: Path, writes: list[FileWrite]) -> list[tuple[FileWrite, bytes | None]]:
+    """Pair each write with the file's current content; writes that would change nothing are dropped."""
+    out = []
+    for write in writes:
+        before = read_bytes(root, write.path)
+        if before != write.content:
+            out.append((write, before))
+    return out
+
+
+def commit(root: Path, run_id: str, entry: dict[str, Any], writes: list[FileWrite]) -> dict[str, Any] | None:
+    """Apply ``writes`` as one change; returns the history entry (None when nothing changed)."""
+    planned = plan(root, writes)
+    if not any(w.record for w, _ in planned):  # only bookkeeping changes: no history, no journal needed
+        for write, _ in planned:
+            atomic_write(root / write.path, write.content or b"")
+        return None
+    changes = []
+    for write, before in planned:
+        backup = None
+        if write.record and before is not None:
+            backup = f"{BACKUP_DIR}/{run_id}/{write.path}"
+            atomic_write(root / backup, before)
+        if write.record:
+            changes.append(
+                {
+                    "path": write.path,
+                    "action": "create" if before is None else ("delete" if write.content is None else "update"),
+                    **write.meta,
+                    "sha_before": sha(before),
+                    "sha_after": sha(write.content),
+                    "backup": backup,
+                }
+            )
+    _crash("backups")
+    history = {**entry, "run_id": run_id, "changes": changes}
+    journal = {
+        "run_id": run_id,
+        "history": history,
+        "writes": [
+            {"path": w.path, "content": None if w.content is None else w.content.decode("utf-8")} for w, _ in planned
+        ],
+    }
+    journal_path = root / JOURNAL_DIR / f"{run_id}.json"
+    atomic_write(journal_path, orjson.dumps(journal))
+    _crash("journal")
+    _roll_forward(root, journal)
+    with contextlib.suppress(FileNotFoundError):
+        journal_path.unlink()
+    _crash("done")
+    return history
+
+
+def _roll_forward(root: Path, journal: dict[str, Any]) -> None:
+    for number, item in enumerate(journal["writes"]):
+        target = root / item["path"]
+        content = None if item["content"] is None else str(item["content"]).encode("utf-8")
+        if read_bytes(root, item["path"]) == content:
+            continue
+        if content is None:
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+                fsync_dir(target.parent)
+        else:
+            atomic_write(target, content)
+        if number == 0:
+            _crash("write")
+    history = journal["history"]
+    if not history_has(root, str(journal["run_id"])):
+        append_line(root / HISTORY_FILE, orjson.dumps(history))
+    _crash("history")
+
+
+def history_has(root: Path, run_id: str) -> bool:
+    needle = f'"run_id":"{run_id}"'.encode()
+    data = read_bytes(root, HISTORY_FILE) or b""
+    return needle in data
+
+
+def read_history(root: Path) -> list[dict[str, Any]]:
+    """Every complete, parseable line of history.jsonl, oldest first (a torn last line is skipped)."""
+    data = read_bytes(root, HISTORY_FILE) or b""
+    out = []
+    for raw in data.splitlines():
+        with contextlib.suppress(orjson.JSONDecodeError):
+            value = orjson.loads(raw)
+            if isinstance(value, dict):
+                out.append(value)
+    return out
+
+
+def recover(root: Path) -> list[str]:
+    """Finish every change a crash interrupted; drop backups of changes that never committed. Returns run ids."""
+    finished = []
+    journal_dir = root / JOURNAL_DIR
+    if journal_dir.is_dir():
+        for path in sorted(journal_dir.glob("*.json")):
+            try:
+                journal = orjson.loads(path.read_bytes())
+            except (OSError, orjson.JSONDecodeError):  # atomic writes make this unlikely; keep it for a human
+                log.error("journal_unreadable", path=path.name)
+                with contextlib.suppress(OSError):
+                    path.rename(path.with_suffix(".unreadable"))
+                continue
+            _roll_forward(root, journal)
+            path.unlink()
+            finished.append(str(journal["run_id"]))
+            log.warning("change_recovered", run_id=journal["run_id"], files=len(journal["writes"]))
+    backups = root / BACKUP_DIR
+    if backups.is_dir():
+        pending = {p.stem for p in journal_dir.glob("*.json")} if journal_dir.is_dir() else set()
+        for candidate in backups.iterdir():
+            if candidate.is_dir() and candidate.name not in pending and not history_has(root, candidate.name):
+                shutil.rmtree(candidate, ignore_errors=True)  # pre-images of a change that never committed
+                log.warning("uncommitted_change_discarded", run_id=candidate.name)
+    return finished

@@ -1,0 +1,322 @@
+"""The rules of one workspace, loaded from YAML, and ``resolve``: layered merge with a cache.
+
+Files: ``spec/memory/profiles/<model_id>/<rule_id>.yaml`` (one rule each), ``spec/memory/candidates/<model_id>/
+<rule_id>.yaml`` (one candidate each) and ``data/memory/overrides/<instance_id>.yaml`` (``instance_id`` and a
+``rules:`` list). A file that does not parse or does not hold valid rules keeps its last good rules and is reported
+(status, validate, resolve's ``errors``); hand edits are welcome and picked up by the watcher.
+
+Precedence in ``resolve``, low to high: profiles < overrides; within a layer a wider ``fw_range`` < a narrower one;
+then a lower ``priority`` < a higher one; a remaining tie is won by the ``rule_id`` that sorts first (byte order).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import ValidationError
+
+from memoryd.rules.fwrange import FwRange, FwRangeError, parse_range, parse_version
+from memoryd.rules.models import Rule
+
+Layer = Literal["profile", "override", "candidate"]
+PROFILES = "spec/memory/profiles"
+CANDIDATES = "spec/memory/candidates"
+OVERRIDES = "data/memory/overrides"
+TREES: tuple[tuple[str, Layer], ...] = ((PROFILES, "profile"), (CANDIDATES, "candidate"), (OVERRIDES, "override"))
+LAYER_RANK = {"profile": 0, "override": 1}
+RULE_FIELDS = [
+    "rule_id",
+    "model_id",
+    "instance_id",
+    "fw_range",
+    "priority",
+    "summary",
+    "facts",
+    "confidence",
+    "provenance",
+    "revision",
+    "created_at",
+    "updated_at",
+    "status",
+    "target",
+    "reason",
+]
+
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class RuleFileError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedRule:
+    rule: Rule
+    layer: Layer
+    path: str
+    range: FwRange
+
+    @property
+    def rule_id(self) -> str:
+        return self.rule.rule_id
+
+
+# --- YAML in and out --------------------------------------------------------------------------------------------
+
+
+def flatten(facts: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings become dotted keys: {"transport": {"baud": 1}} → {"transport.baud": 1}."""
+    out: dict[str, Any] = {}
+    for key, value in facts.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """YAML's own types made JSON-like: timestamps as ISO strings."""
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def rule_dict(rule: Rule, *, in_override_file: bool = False) -> dict[str, Any]:
+    data = rule.model_dump(exclude_none=True)
+    data["facts"] = dict(sorted(rule.facts.items()))
+    if in_override_file:
+        data.pop("instance_id", None)
+    return {k: data[k] for k in RULE_FIELDS if k in data}
+
+
+def dump_yaml(data: Any) -> bytes:
+    text: str = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+    return text.encode("utf-8")
+
+
+def rule_yaml(rule: Rule) -> bytes:
+    return dump_yaml(rule_dict(rule))
+
+
+def overrides_yaml(instance_id: str, rules: list[Rule]) -> bytes:
+    items = [rule_dict(r, in_override_file=True) for r in sorted(rules, key=lambda r: r.rule_id)]
+    return dump_yaml({"instance_id": instance_id, "rules": items})
+
+
+def _parse_rule(raw: Any, where: str, **extra: Any) -> Rule:
+    if not isinstance(raw, dict):
+        raise RuleFileError(f"{where}: expected a mapping of rule fields")
+    data = _plain(raw)
+    data.update(extra)
+    if isinstance(data.get("facts"), dict):
+        data["facts"] = flatten(data["facts"])
+    if isinstance(data.get("fw_range"), int | float):
+        raise RuleFileError(f"{where}: fw_range must be a quoted string, e.g. '1.2.*'")
+    try:
+        rule = Rule.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise RuleFileError(f"{where}: {loc}: {first['msg']}") from exc
+    try:
+        parse_range(rule.fw_range)
+    except FwRangeError as exc:
+        raise RuleFileError(f"{where}: fw_range: {exc}") from exc
+    return rule
+
+
+def load_file(root: Path, rel: str, layer: Layer) -> list[LoadedRule]:
+    """The rules in one file; RuleFileError says what is wrong."""
+    try:
+        raw = yaml.load((root / rel).read_bytes(), Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" line {mark.line + 1}" if mark is not None else ""
+        raise RuleFileError(f"{rel}:{at} not valid YAML") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleFileError(f"{rel}: unreadable ({type(exc).__name__})") from exc
+    parts = rel.split("/")
+    if layer == "override":
+        instance = parts[-1].rsplit(".", 1)[0]
+        if not isinstance(raw, dict) or not isinstance(raw.get("rules"), list):
+            raise RuleFileError(f"{rel}: expected `instance_id:` and a `rules:` list")
+        if raw.get("instance_id", instance) != instance:
+            raise RuleFileError(f"{rel}: instance_id {raw.get('instance_id')!r} does not match the file name")
+        rules = [_parse_rule(item, f"{rel}: rules[{n}]", instance_id=instance) for n, item in enumerate(raw["rules"])]
+        ids = [r.rule_id for r in rules]
+        if len(set(ids)) != len(ids):
+            raise RuleFileError(f"{rel}: a rule_id appears twice")
+    else:
+        rule = _parse_rule(raw, rel)
+        model_dir, name = parts[-2], parts[-1].rsplit(".", 1)[0]
+        if (rule.model_id, rule.rule_id) != (model_dir, name):
+            raise RuleFileError(
+                f"{rel}: model_id/rule_id ({rule.model_id}/{rule.rule_id}) must match the path ({model_dir}/{name})"
+            )
+        rules = [rule]
+    return [LoadedRule(r, layer, rel, parse_range(r.fw_range)) for r in rules]
+
+
+def rule_files(root: Path) -> Iterator[tuple[str, Layer, os.stat_result]]:
+    for tree, layer in TREES:
+        top = root / tree
+        if not top.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in sorted(filenames):
+                if name.startswith(".") or not name.endswith((".yaml", ".yml")):
+                    continue
+                full = Path(dirpath, name)
+                try:
+                    if full.is_symlink() and root not in full.resolve().parents:
+                        continue
+                    info = full.stat()
+                except OSError:
+                    continue
+                yield full.relative_to(root).as_posix(), layer, info
+
+
+# --- the rule set -----------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _File:
+    signature: tuple[int, int, int]
+    rules: list[LoadedRule]  # the last good rules of this file
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    facts: dict[str, Any]
+    trace: dict[str, dict[str, Any]]
+    rules: list[str]
+
+
+@dataclass(slots=True)
+class RuleSet:
+    """Every rule of a workspace in memory. Reload is incremental by (inode, mtime, size); thread-safe."""
+
+    root: Path
+    generation: int = 0
+    _files: dict[str, _File] = field(default_factory=dict)
+    _by_model: dict[str, list[LoadedRule]] = field(default_factory=dict)
+    _all: list[LoadedRule] = field(default_factory=list)
+    _cache: dict[tuple[str, str, str | None], Resolved] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    loaded: bool = False
+
+    def reload(self) -> bool:
+        """Re-read changed files; True when anything changed."""
+        with self._lock:
+            seen: dict[str, tuple[Layer, os.stat_result]] = {rel: (lay, st) for rel, lay, st in rule_files(self.root)}
+            changed = not self.loaded
+            for rel in set(self._files) - set(seen):
+                del self._files[rel]
+                changed = True
+            for rel, (layer, info) in seen.items():
+                signature = (info.st_ino, info.st_mtime_ns, info.st_size)
+                known = self._files.get(rel)
+                if known is not None and known.signature == signature:
+                    continue
+                changed = True
+                try:
+                    self._files[rel] = _File(signature, load_file(self.root, rel, layer))
+                except RuleFileError as exc:
+                    self._files[rel] = _File(signature, known.rules if known else [], str(exc))
+            if changed:
+                self._index()
+            self.loaded = True
+            return changed
+
+    def _index(self) -> None:
+        everything = [r for f in self._files.values() for r in f.rules]
+        by_model: dict[str, list[LoadedRule]] = {}
+        for loaded in everything:
+            if loaded.layer != "candidate":
+                by_model.setdefault(loaded.rule.model_id, []).append(loaded)
+        self._all = sorted(everything, key=lambda r: (r.rule.model_id, r.layer, r.rule_id, r.path))
+        self._by_model = by_model
+        self._cache = {}
+        self.generation += 1
+
+    # --- reading ------------------------------------------------------------------------------------------
+
+    def all(self) -> list[LoadedRule]:
+        return self._all
+
+    def errors(self) -> list[str]:
+        return sorted(f.error for f in list(self._files.values()) if f.error)
+
+    def find(self, rule_id: str, layer: Layer | None = None, model_id: str | None = None) -> list[LoadedRule]:
+        order = {"profile": 0, "override": 1, "candidate": 2}
+        found = [
+            r
+            for r in self._all
+            if r.rule_id == rule_id
+            and (layer is None or r.layer == layer)
+            and (model_id is None or r.rule.model_id == model_id)
+        ]
+        return sorted(found, key=lambda r: (order[r.layer], r.path))
+
+    def for_models(self, model_ids: set[str]) -> list[LoadedRule]:
+        return [r for r in self._all if r.rule.model_id in model_ids]
+
+    def resolve(self, model_id: str, fw_version: str, instance_id: str | None) -> Resolved:
+        """Raises FwRangeError for a version that does not parse."""
+        key = (model_id, fw_version, instance_id)
+        cache = self._cache
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+        version = parse_version(fw_version)
+        matching = [
+            r
+            for r in self._by_model.get(model_id, ())
+            if (r.layer == "profile" or r.rule.instance_id == instance_id) and r.range.contains(version)
+        ]
+        # Lowest precedence first; the last writer of a key wins. Sorting by rule_id descending first and then
+        # (stably) by the real key leaves the smallest rule_id last among exact ties.
+        matching.sort(key=lambda r: r.rule_id, reverse=True)
+        matching.sort(key=_precedence)
+        facts: dict[str, Any] = {}
+        trace: dict[str, dict[str, Any]] = {}
+        for loaded in matching:
+            rule = loaded.rule
+            for fact, value in rule.facts.items():
+                previous = trace.get(fact)
+                beat = [previous["rule_id"], *previous["beat"]] if previous else []
+                facts[fact] = value
+                trace[fact] = {
+                    "rule_id": rule.rule_id,
+                    "layer": loaded.layer,
+                    "fw_range": loaded.range.text,
+                    "priority": rule.priority,
+                    "path": loaded.path,
+                    "beat": beat,
+                }
+        answer = Resolved(dict(sorted(facts.items())), dict(sorted(trace.items())), [r.rule_id for r in matching])
+        if len(cache) > 50_000:
+            cache.clear()
+        cache[key] = answer
+        return answer
+
+
+def _precedence(loaded: LoadedRule) -> tuple[int, int, int, int]:
+    unbounded, span = loaded.range.width()
+    return (LAYER_RANK[loaded.layer], -unbounded, -span, loaded.rule.priority)
