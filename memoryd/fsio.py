@@ -40,13 +40,19 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
 
 
 def append_line(path: Path, line: bytes) -> None:
-    """Append one whole line with a single ``write`` on O_APPEND, then fsync (DESIGN.md §5)."""
+    """Append one whole line with a single ``write`` on O_APPEND, then fsync (DESIGN.md §5).
+
+    A file whose last line is torn (no newline) gets one first, so the torn line is not glued to this one.
+    """
     if not line.endswith(b"\n"):
         line += b"\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     created = not path.exists()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line
         written = os.write(fd, line)
         if written != len(line):  # pragma: no cover - regular files do not short-write short lines
             raise OSError(f"short write: {written} of {len(line)} bytes")

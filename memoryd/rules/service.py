@@ -781,8 +781,10 @@ class RulesService:
     # --- status and validate ------------------------------------------------------------------------------
 
     async def status(self, ws: Workspace) -> dict[str, Any] | None:
-        wr = self._by_id.get(ws.id)
-        if wr is None or not wr.opened.is_set():
+        wr = self._by_id.get(ws.id) or self.attach(ws)
+        with anyio.move_on_after(5):
+            await wr.opened.wait()
+        if not wr.opened.is_set():
             return None
 
         def work() -> dict[str, Any]:
