@@ -651,3 +651,24 @@ def test_a_crash_at_any_step_is_repaired_on_restart(daemon_factory: Any, step: s
     assert len(history(root)) == 2
     backup = root / history(root)[-1]["changes"][-1]["backup"]
     assert backup.read_bytes() == before
+
+
+def test_rules_are_per_workspace_and_readable_with_get(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    _root, ws = workspace
+    compiled(daemon, ws, rule(observe(daemon, ws)))
+    other_root = short_tmp("ws")
+    other = daemon.call("workspace.add", {"path": str(other_root)})["workspace_id"]
+    assert resolve(daemon, other, "1.2.3")["facts"] == {}
+    assert daemon.call("rules.search", {"workspace": other})["total"] == 0
+    with pytest.raises(RemoteError) as err:
+        daemon.call("rules.show", {"workspace": other, "rule_id": "uart-flow-control"})
+    assert err.value.data["name"] == "MEMORY_RULE_NOT_FOUND"
+    text = daemon.call("get", {"workspace": ws, "path": PROFILE})["text"]
+    assert text.startswith("rule_id: uart-flow-control\n")
+    for path in ("data/memory/observations.jsonl", "data/memory/history.jsonl", "spec/memory/../../x.yaml"):
+        with pytest.raises(RemoteError) as err:
+            daemon.call("get", {"workspace": ws, "path": path})
+        assert err.value.data["name"] == "MEMORY_PATH_TRAVERSAL"
+    with pytest.raises(RemoteError) as err:  # writes never take the owner's cross-workspace scope
+        daemon.call("observe", {"workspace": ws, "scope": "all", "kind": "log", "text": "t", "source": "s"})
+    assert err.value.data["name"] == "MEMORY_FORBIDDEN"
