@@ -274,6 +274,11 @@ class RuleSet:
         ]
         return sorted(found, key=lambda r: (order[r.layer], r.path))
 
+    def in_file(self, rel: str) -> list[LoadedRule]:
+        """The (last good) rules of one file."""
+        known = self._files.get(rel)
+        return list(known.rules) if known is not None else []
+
     def for_models(self, model_ids: set[str]) -> list[LoadedRule]:
         return [r for r in self._all if r.rule.model_id in model_ids]
 

@@ -470,16 +470,13 @@ class RulesService:
         override_files: dict[str, dict[str, Rule]] = {}
         override_revs: dict[str, list[dict[str, Any]]] = {}
 
-        def existing(layer: Layer, path: str, rule_id: str) -> Rule | None:
-            for loaded in wr.rules.find(rule_id, layer):
-                if loaded.path == path:
-                    return loaded.rule
-            return None
+        def existing(path: str, rule_id: str) -> Rule | None:
+            return next((r.rule for r in wr.rules.in_file(path) if r.rule_id == rule_id), None)
 
         def stage(item: ProposedRule | ProposedOverride, rule_id: str, why: str) -> None:
             path = f"{CANDIDATES}/{item.model_id}/{rule_id}.yaml"
             target: Literal["profile", "override"] = "override" if isinstance(item, ProposedOverride) else "profile"
-            old = singles[path][0] if path in singles else existing("candidate", path, rule_id)
+            old = singles[path][0] if path in singles else existing(path, rule_id)
             extra = {"status": "candidate", "target": target, "reason": why}
             if isinstance(item, ProposedOverride):
                 extra["instance_id"] = item.instance_id
@@ -492,7 +489,7 @@ class RulesService:
                 stage(item, item.rule_id, f"confidence {item.confidence} < min_confidence {threshold}")
                 continue
             path = f"{PROFILES}/{item.model_id}/{item.rule_id}.yaml"
-            old = singles[path][0] if path in singles else existing("profile", path, item.rule_id)
+            old = singles[path][0] if path in singles else existing(path, item.rule_id)
             singles[path] = (
                 _merge(old, item, item.rule_id, now, response.request_id, {}),
                 "profile",
@@ -509,9 +506,7 @@ class RulesService:
             path = f"{OVERRIDES}/{override.instance_id}.yaml"
             if path not in override_files:
                 self._refuse_broken(wr, path)
-                override_files[path] = {
-                    r.rule_id: r.rule for r in wr.rules.all() if r.path == path and r.layer == "override"
-                }
+                override_files[path] = {r.rule_id: r.rule for r in wr.rules.in_file(path)}
                 override_revs[path] = []
             old = override_files[path].get(rule_id)
             rule = _merge(old, override, rule_id, now, response.request_id, {"instance_id": override.instance_id})
@@ -764,7 +759,7 @@ class RulesService:
         if rule.target == "override" and rule.instance_id:
             path = f"{OVERRIDES}/{rule.instance_id}.yaml"
             self._refuse_broken(wr, path)
-            current = {r.rule_id: r.rule for r in wr.rules.all() if r.path == path}
+            current = {r.rule_id: r.rule for r in wr.rules.in_file(path)}
             old = current.get(rule.rule_id)
             promoted = _promoted(old, fields, now)
             current[rule.rule_id] = promoted
@@ -772,8 +767,7 @@ class RulesService:
             return journal.FileWrite(path, overrides_yaml(rule.instance_id, list(current.values())), meta)
         path = f"{PROFILES}/{rule.model_id}/{rule.rule_id}.yaml"
         self._refuse_broken(wr, path)
-        olds = [r.rule for r in wr.rules.find(rule.rule_id, "profile") if r.path == path]
-        old = olds[0] if olds else None
+        old = next((r.rule for r in wr.rules.in_file(path) if r.rule_id == rule.rule_id), None)
         fields["instance_id"] = None
         promoted = _promoted(old, fields, now)
         return journal.FileWrite(path, rule_yaml(promoted), {"layer": "profile", "rules": [_revs(old, promoted)]})
