@@ -466,7 +466,8 @@ def test_hand_edits_are_picked_up_and_broken_yaml_keeps_the_last_good_rules(
     wait_for(lambda: resolve(daemon, ws, "1.2.3")["facts"]["transport.uart.baud"] == 460800)
 
     path.write_text("rule_id: [unclosed\n")
-    wait_for(lambda: daemon.call("status", {"workspace": ws})["workspaces"][0]["rules"]["errors"])
+    broken = wait_for(lambda: (w := daemon.call("status", {"workspace": ws})["workspaces"][0])["rules"]["errors"] and w)
+    assert broken["recommended"] == "memoryctl validate"
     answer = resolve(daemon, ws, "1.2.3")
     assert answer["facts"]["transport.uart.baud"] == 460800  # the last good rule is still in effect
     assert any(PROFILE in e for e in answer["errors"])

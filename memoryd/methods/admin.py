@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import apsw
 from pydantic import Field
@@ -148,8 +148,12 @@ def probes() -> Probes:
     )
 
 
-def _rules_status(data: dict[str, Any] | None) -> RulesStatus | None:
-    return None if data is None else RulesStatus(**data)
+async def _workspace_status(app: App, ws: Workspace) -> WorkspaceStatus:
+    notes = await app.notes.status(ws)
+    rules = await app.rules.status(ws)
+    if rules is not None and rules["errors"] and notes["recommended"] is None:
+        notes["recommended"] = "memoryctl validate"
+    return WorkspaceStatus(**notes, rules=None if rules is None else RulesStatus(**rules))
 
 
 def register(d: Dispatcher) -> None:
@@ -180,10 +184,7 @@ def register(d: Dispatcher) -> None:
             state_dir=str(dirs.state),
             workspace_count=len(app.registry),
             probes=probes(),
-            workspaces=[
-                WorkspaceStatus(**await app.notes.status(ws), rules=_rules_status(await app.rules.status(ws)))
-                for ws in chosen
-            ],
+            workspaces=[await _workspace_status(app, ws) for ws in chosen],
         )
 
     @d.register("workspace.add", WorkspaceAddParams, WorkspaceAddResult, writes=True)
