@@ -84,7 +84,7 @@ class NotesService:
         self._by_id: dict[str, WorkspaceNotes] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         # Told about changed rule files (the rules service reloads them); set by the composition root.
-        self.on_rules_changed: Callable[[Workspace, list[str]], Awaitable[None]] | None = None
+        self.on_rules_changed: Callable[[Workspace, list[str] | None], Awaitable[None]] | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
@@ -172,6 +172,8 @@ class NotesService:
     async def _reconcile(self, notes: WorkspaceNotes) -> None:
         notes.full_rescan = True
         notes.wake.set()
+        if self.on_rules_changed is not None:  # the same safety net for rule files
+            await self.on_rules_changed(notes.ws, None)
 
     async def _indexer(self, notes: WorkspaceNotes) -> None:
         while True:

@@ -3,9 +3,11 @@
 ``commit`` runs these steps; a crash between any two is repaired by ``recover`` on the next start:
 
 1. pre-images of the files to be replaced or deleted → ``data/memory/backups/<run_id>/<path>``
-2. the intent journal → ``data/memory/journal/<run_id>.json`` (atomic): the commit point. Before it exists the
-   change never happened (recover removes stray backups); once it exists the change will be completed.
-3. every file written atomically (or deleted)
+2. the intent journal → ``data/memory/journal/<run_id>.json`` (atomic), then one flush of the backups and the
+   journal: the commit point. Before it the change never happened (recover removes stray backups); after it the
+   change will be completed.
+3. every file written atomically (or deleted), then one flush of them all (syncfs on Linux: one call instead of
+   two fsyncs per file; a crash before the flush is repaired from the journal)
 4. one line appended to ``data/memory/history.jsonl``
 5. the journal removed
 
@@ -29,7 +31,7 @@ from typing import Any
 import orjson
 import structlog
 
-from memoryd.fsio import append_line, atomic_write, fsync_dir
+from memoryd.fsio import append_line, atomic_write, flush
 
 log = structlog.get_logger("memoryd.journal")
 
@@ -81,11 +83,13 @@ def commit(root: Path, run_id: str, entry: dict[str, Any], writes: list[FileWrit
             atomic_write(root / write.path, write.content or b"")
         return None
     changes = []
+    backups = []
     for write, before in planned:
         backup = None
         if write.record and before is not None:
             backup = f"{BACKUP_DIR}/{run_id}/{write.path}"
-            atomic_write(root / backup, before)
+            atomic_write(root / backup, before, durable=False)
+            backups.append(root / backup)
         if write.record:
             changes.append(
                 {
@@ -107,7 +111,8 @@ def commit(root: Path, run_id: str, entry: dict[str, Any], writes: list[FileWrit
         ],
     }
     journal_path = root / JOURNAL_DIR / f"{run_id}.json"
-    atomic_write(journal_path, orjson.dumps(journal))
+    atomic_write(journal_path, orjson.dumps(journal), durable=False)
+    flush([*backups, journal_path])  # pre-images and the journal are on disk before any file changes
     _crash("journal")
     _roll_forward(root, journal)
     with contextlib.suppress(FileNotFoundError):
@@ -117,6 +122,7 @@ def commit(root: Path, run_id: str, entry: dict[str, Any], writes: list[FileWrit
 
 
 def _roll_forward(root: Path, journal: dict[str, Any]) -> None:
+    touched = []
     for number, item in enumerate(journal["writes"]):
         target = root / item["path"]
         content = None if item["content"] is None else str(item["content"]).encode("utf-8")
@@ -125,11 +131,12 @@ def _roll_forward(root: Path, journal: dict[str, Any]) -> None:
         if content is None:
             with contextlib.suppress(FileNotFoundError):
                 target.unlink()
-                fsync_dir(target.parent)
         else:
-            atomic_write(target, content)
+            atomic_write(target, content, durable=False)
+        touched.append(target)
         if number == 0:
             _crash("write")
+    flush(touched)  # every file is on disk before the history says so and the journal goes
     history = journal["history"]
     if not history_has(root, str(journal["run_id"])):
         append_line(root / HISTORY_FILE, orjson.dumps(history))

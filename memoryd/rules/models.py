@@ -112,7 +112,9 @@ class Rule(Wire):
     facts: dict[str, Any] = Field(description="Flat dotted keys after normalisation.")
     confidence: float = Field(ge=0, le=1)
     provenance: Provenance
-    revision: int = Field(ge=1, description="Bumped by every change apply or promote makes.")
+    revision: int = Field(
+        ge=1, description="1 when created (a promoted candidate starts a profile at 1); +1 with every later change."
+    )
     created_at: str
     updated_at: str
     status: Literal["candidate"] | None = Field(default=None, description="Set on candidates only.")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -171,6 +171,25 @@ def load_file(root: Path, rel: str, layer: Layer) -> list[LoadedRule]:
     return [LoadedRule(r, layer, rel, parse_range(r.fw_range)) for r in rules]
 
 
+def layer_of(rel: str) -> Layer | None:
+    """The layer of a rule file path (relative, POSIX), or None when it is not one."""
+    parts = rel.split("/")
+    if not rel.endswith((".yaml", ".yml")) or any(p.startswith(".") or p in ("", "..") for p in parts):
+        return None
+    return next((layer for tree, layer in TREES if rel.startswith(tree + "/")), None)
+
+
+def _stat_inside(root: Path, rel: str) -> os.stat_result | None:
+    """stat of a workspace file; None when missing or a symlink out of the workspace."""
+    full = root / rel
+    try:
+        if full.is_symlink() and root not in full.resolve().parents:
+            return None
+        return full.stat()
+    except OSError:
+        return None
+
+
 def rule_files(root: Path) -> Iterator[tuple[str, Layer, os.stat_result]]:
     for tree, layer in TREES:
         top = root / tree
@@ -181,14 +200,10 @@ def rule_files(root: Path) -> Iterator[tuple[str, Layer, os.stat_result]]:
             for name in sorted(filenames):
                 if name.startswith(".") or not name.endswith((".yaml", ".yml")):
                     continue
-                full = Path(dirpath, name)
-                try:
-                    if full.is_symlink() and root not in full.resolve().parents:
-                        continue
-                    info = full.stat()
-                except OSError:
-                    continue
-                yield full.relative_to(root).as_posix(), layer, info
+                rel = Path(dirpath, name).relative_to(root).as_posix()
+                info = _stat_inside(root, rel)
+                if info is not None:
+                    yield rel, layer, info
 
 
 # --- the rule set -----------------------------------------------------------------------------------------------
@@ -218,17 +233,29 @@ class RuleSet:
     _by_model: dict[str, list[LoadedRule]] = field(default_factory=dict)
     _all: list[LoadedRule] = field(default_factory=list)
     _cache: dict[tuple[str, str, str | None], Resolved] = field(default_factory=dict)
+    _errors: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     loaded: bool = False
 
-    def reload(self) -> bool:
-        """Re-read changed files; True when anything changed."""
+    def reload(self, paths: Iterable[str] | None = None) -> bool:
+        """Re-read changed files — all, or just ``paths`` (relative; as the watcher reports them). True when
+        anything changed."""
         with self._lock:
-            seen: dict[str, tuple[Layer, os.stat_result]] = {rel: (lay, st) for rel, lay, st in rule_files(self.root)}
-            changed = not self.loaded
-            for rel in set(self._files) - set(seen):
+            if paths is None or not self.loaded:
+                seen = {rel: (lay, st) for rel, lay, st in rule_files(self.root)}
+                gone = set(self._files) - set(seen)
+            else:
+                seen, gone = {}, set()
+                for rel in paths:
+                    layer = layer_of(rel)
+                    info = _stat_inside(self.root, rel) if layer is not None else None
+                    if layer is not None and info is not None:
+                        seen[rel] = (layer, info)
+                    elif rel in self._files:
+                        gone.add(rel)
+            changed = not self.loaded or bool(gone)
+            for rel in gone:
                 del self._files[rel]
-                changed = True
             for rel, (layer, info) in seen.items():
                 signature = (info.st_ino, info.st_mtime_ns, info.st_size)
                 known = self._files.get(rel)
@@ -252,6 +279,7 @@ class RuleSet:
                 by_model.setdefault(loaded.rule.model_id, []).append(loaded)
         self._all = sorted(everything, key=lambda r: (r.rule.model_id, r.layer, r.rule_id, r.path))
         self._by_model = by_model
+        self._errors = sorted(f.error for f in self._files.values() if f.error)
         self._cache = {}
         self.generation += 1
 
@@ -261,7 +289,8 @@ class RuleSet:
         return self._all
 
     def errors(self) -> list[str]:
-        return sorted(f.error for f in list(self._files.values()) if f.error)
+        """Files that did not load (their last good rules stay in effect), as ``path: problem``."""
+        return self._errors
 
     def find(self, rule_id: str, layer: Layer | None = None, model_id: str | None = None) -> list[LoadedRule]:
         order = {"profile": 0, "override": 1, "candidate": 2}

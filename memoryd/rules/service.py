@@ -71,6 +71,9 @@ class WorkspaceRules:
     opened: anyio.Event = field(default_factory=anyio.Event)
     open_error: str | None = None
     recovered: list[str] = field(default_factory=list)
+    # resolve answers ready to send, valid for one rule-set generation
+    answers: dict[tuple[str, str, str | None], m.ResolveResult] = field(default_factory=dict)
+    answers_generation: int = -1
 
     @property
     def root(self) -> Path:
@@ -166,14 +169,15 @@ class RulesService:
             )
         return wr
 
-    async def files_changed(self, ws: Workspace, paths: list[str]) -> None:
-        """The watcher saw rule files change (a hand edit, git): reload them now, so resolve is current."""
+    async def files_changed(self, ws: Workspace, paths: list[str] | None) -> None:
+        """The watcher saw rule files change (a hand edit, git): reload them now, so resolve is current.
+        None: the periodic safety-net rescan of every rule file."""
         wr = self._by_id.get(ws.id)
         if wr is None or not wr.opened.is_set() or wr.open_error:
             return
-        changed = await anyio.to_thread.run_sync(wr.rules.reload)
+        changed = await anyio.to_thread.run_sync(wr.rules.reload, paths)
         if changed:
-            log.info("rules_reloaded", workspace_id=ws.id, files=len(paths), generation=wr.rules.generation)
+            log.info("rules_reloaded", workspace_id=ws.id, files=len(paths or ()), generation=wr.rules.generation)
 
     async def _locked(self, ws: Workspace, work: Any) -> Any:
         wr = await self._ready(ws)
@@ -376,20 +380,20 @@ class RulesService:
         wr.rules.reload()
         root = wr.root
         state = comp.load_state(journal.read_bytes(root, comp.STATE_FILE))
-        violations, warnings, cited = comp.check_response(raw, wr.evidence, wr.rules)
         request_id = raw.get("request_id") if isinstance(raw, dict) else None
         record = state["requests"].get(request_id) if isinstance(request_id, str) else None
         digest = hashlib.sha256(orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)).hexdigest()
+        if record is not None and record["status"] == "applied" and record.get("response_sha") == digest:
+            return {
+                "request_id": request_id,
+                "run_id": record.get("run_id"),
+                "applied": False,
+                "already_applied": True,
+                "dry_run": p.dry_run,
+                "writes": [],
+            }
+        violations, warnings, cited = comp.check_response(raw, wr.evidence, wr.rules)
         if record is not None and record["status"] == "applied":
-            if record.get("response_sha") == digest:
-                return {
-                    "request_id": request_id,
-                    "run_id": record.get("run_id"),
-                    "applied": False,
-                    "already_applied": True,
-                    "dry_run": p.dry_run,
-                    "writes": [],
-                }
             violations.insert(
                 0,
                 {
@@ -442,7 +446,7 @@ class RulesService:
         ]
         entry = {"op": "compile.apply", "ts": now, "request_id": response.request_id, "observation_ids": sorted(cited)}
         journal.commit(root, run_id, entry, writes + bookkeeping)
-        wr.rules.reload()
+        wr.rules.reload([w.path for w in writes])
         log.info(
             "compile_applied",
             workspace_id=wr.ws.id,
@@ -545,11 +549,20 @@ class RulesService:
 
         wr = await self._ready(ws)
         rules = wr.rules
+        if not self.settings.watch:  # no watcher to report hand edits: look at the files every time
+            await anyio.to_thread.run_sync(rules.reload)
+        generation = rules.generation
+        if wr.answers_generation != generation:
+            wr.answers, wr.answers_generation = {}, generation
+        key = (p.model_id, p.fw_version, p.instance_id)
+        cached = wr.answers.get(key)
+        if cached is not None:
+            return cached
         try:
             answer = rules.resolve(p.model_id, p.fw_version, p.instance_id)
         except FwRangeError as exc:
             raise AppError("MEMORY_VERSION_INVALID", str(exc)) from exc
-        return ResolveResult.model_validate(
+        result = ResolveResult.model_validate(
             {
                 "model_id": p.model_id,
                 "fw_version": p.fw_version,
@@ -557,10 +570,15 @@ class RulesService:
                 "facts": answer.facts,
                 "trace": answer.trace,
                 "rules": answer.rules,
-                "generation": rules.generation,
+                "generation": generation,
                 "errors": rules.errors(),
             }
         )
+        if rules.generation == generation and wr.answers_generation == generation:
+            if len(wr.answers) >= 50_000:
+                wr.answers.clear()
+            wr.answers[key] = result
+        return result
 
     # --- audit and review ---------------------------------------------------------------------------------
 
@@ -749,7 +767,7 @@ class RulesService:
         if p.reason:
             entry["reason"] = strip_private(p.reason)
         journal.commit(wr.root, run_id, entry, writes)
-        wr.rules.reload()
+        wr.rules.reload([w.path for w in writes])
         log.info(f"candidate_{action}d", workspace_id=wr.ws.id, run_id=run_id)
         return {"run_id": run_id, "rule_id": p.rule_id, "writes": planned, "dry_run": False}
 
