@@ -373,10 +373,15 @@ class NotesService:
             "text": "\n".join(chosen) + ("\n" if chosen else ""),
         }
 
-    async def sync_paths(self, ws: Workspace, rels: list[str]) -> None:
-        """Index these files now (after the rules service changed them), so search finds them at once."""
+    async def sync_paths(self, ws: Workspace, rels: list[str], *, wait_max: int = 50) -> None:
+        """Index files the rules service changed: at once when there are at most ``wait_max`` (search finds them
+        before the change is answered), else by the background indexer (search says ``stale`` meanwhile)."""
         notes = self._by_id.get(ws.id)
         if notes is None or not notes.opened.is_set() or notes.open_error is not None:
+            return
+        if len(rels) > wait_max:
+            notes.pending.update(rels)
+            notes.wake.set()
             return
         try:
             async with notes.write_lock:
