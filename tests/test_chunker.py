@@ -8,7 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.notes.chunker import CHUNKER_VERSION, Chunk, chunk_markdown, split_lines
+from memoryd.notes.chunker import (
+    CHUNKER_VERSION,
+    MAX_FACT_KEYS,
+    Chunk,
+    RuleKind,
+    chunk_markdown,
+    chunk_rules,
+    chunk_spans,
+    split_lines,
+)
 
 
 def editor_lines(text: str) -> list[str]:
@@ -132,6 +141,114 @@ def test_daily_file_shape() -> None:
         (3, 5, "## 2026-02-01 09:30 — decision"),
         (7, 8, "## 2026-02-01 14:20 — event"),
     ]
+
+
+def test_spans_are_the_chunks_without_texts() -> None:
+    text = "intro\n\n## A\n- a\n\n## B\nb\n"
+    assert chunk_spans(split_lines(text)) == [(0, 1, ""), (2, 4, "## A"), (5, 7, "## B")]
+
+
+# --- rule files -------------------------------------------------------------------------------------------
+
+KINDS: tuple[RuleKind, ...] = ("profile", "candidate", "override")
+PROFILE = """\
+rule_id: uart-flow-control
+model_id: KX-200
+fw_range: '>=1.2.0 <1.3.0'
+summary: "needs RTS/CTS \\u4E32\\u53E3"
+facts:
+  transport.uart.baud: 921600
+  transport: {parity: even}
+  gpio:
+    reset:
+      pin: 4
+
+"""
+
+
+def test_a_profile_or_candidate_file_is_one_chunk() -> None:
+    (chunk,) = chunk_rules(PROFILE, "profile", "uart-flow-control")
+    assert (chunk.start_line, chunk.end_line, chunk.heading) == (
+        1,
+        10,
+        "rule uart-flow-control · KX-200 >=1.2.0 <1.3.0",
+    )
+    assert chunk.text == PROFILE.strip() and chunk.summary == "needs RTS/CTS 串口"
+    keys = ["gpio.reset.pin", "transport.parity", "transport.uart.baud"]  # nested mappings flattened
+    assert chunk.identifiers == (*keys, *(f"facts.{k}" for k in keys), "uart-flow-control", "KX-200")
+    (candidate,) = chunk_rules(PROFILE + "status: candidate\n", "candidate", "uart-flow-control")
+    assert candidate.heading == "candidate rule uart-flow-control · KX-200 >=1.2.0 <1.3.0"
+    # scalars are taken as written: a model id YAML would read as a number is still a name
+    assert chunk_rules("rule_id: r\nmodel_id: 200\nfw_range: 1.2\n", "profile", "r")[0].heading == "rule r · 200 1.2"
+
+
+def test_an_override_file_is_one_chunk_per_rule_with_its_own_lines() -> None:
+    text = "\r\n".join(
+        [
+            "rules:",
+            "  - rule_id: first",  # 2
+            "    model_id: KX-200",
+            "    fw_range: '1.2.*'",
+            "    summary: >",
+            "      folded",
+            "      summary",  # 7
+            "",
+            "  # about the second",
+            "  - {rule_id: second, model_id: KX-200, fw_range: '*', facts: {a.b: 1}}",  # 10
+            "# trailing comment",
+        ]
+    )
+    chunks = chunk_rules(text, "override", "bench-3")  # no instance_id: the file's name
+    assert [(c.start_line, c.end_line, c.heading) for c in chunks] == [
+        (2, 7, "override bench-3 rule first · KX-200 1.2.*"),
+        (10, 10, "override bench-3 rule second · KX-200 *"),
+    ]
+    assert chunks[0].summary == "folded summary\n"
+    assert chunks[1].identifiers == ("a.b", "facts.a.b", "second", "KX-200", "bench-3")
+    assert chunk_rules("instance_id: bench-4\nrules: []\n", "override", "bench-3") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "rule_id: x\nfacts: [unclosed\n",  # not YAML
+        "- a list\n- of things\n",  # not a mapping
+        "rule_id: x\nmodel_id: m\n",  # no fw_range
+        "rule_id: x\nmodel_id: m\nfw_range: '*'\nfacts: [1, 2]\n",  # facts not a mapping
+        "rule_id: x\nmodel_id: [200]\nfw_range: '*'\n",  # model_id not a scalar
+        "instance_id: b\nrules: {a: 1}\n",  # rules not a list
+        "instance_id: b\nrules:\n- just a string\n",  # an item that is no rule
+        "rules:\n- rule_id: x\n  model_id: m\n  fw_range: '*'\n  summary: a\u2028b\n",  # YAML's own line breaks
+        "rule_id: x\nmodel_id: m\nfw_range: '*'\nfacts: {? [a]: 1}\n",  # a key that is a list
+        "a: b\n---\nc: d\n",  # two documents
+        "\x00\x01",  # not printable
+    ],
+)
+def test_what_is_not_rules_is_text_in_windows(text: str) -> None:
+    for kind in KINDS:
+        chunks = chunk_rules(text, kind, "b")
+        lines = split_lines(text)
+        assert chunks == [Chunk(1, len(lines), "", "\n".join(lines).strip("\n"))] or not text.strip()
+
+
+def test_aliases_cannot_make_endless_keys() -> None:
+    # 2**30 dotted keys from 30 lines: only the first MAX_FACT_KEYS entries are looked at
+    levels = ["l0: &l0 {a: 1, b: 2}"] + [f"l{n}: &l{n} {{a: *l{n - 1}, b: *l{n - 1}}}" for n in range(1, 31)]
+    text = "\n".join([*levels, "rule_id: x", "model_id: m", "fw_range: '*'", "facts: *l30"])
+    (chunk,) = chunk_rules(text, "profile", "x")
+    assert chunk.heading == "rule x · m *"
+    assert 2 < len(chunk.identifiers) <= 2 * MAX_FACT_KEYS + 2
+    assert chunk_rules("rule_id: x\nfacts: &f {loop: *f}\n", "profile", "x")[0].heading == ""  # a cycle: text
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("rules:- _idmoel{}[],'\"&*!\n #\t\r\x85"), max_size=80))
+def test_any_rule_file_gives_chunks_inside_the_file(text: str) -> None:
+    lines = split_lines(text)
+    for kind in KINDS:
+        for chunk in chunk_rules(text, kind, "n", max_lines=5):
+            assert 1 <= chunk.start_line <= chunk.end_line <= len(lines)
+            assert chunk.text == "\n".join(lines[chunk.start_line - 1 : chunk.end_line])
 
 
 # --- properties -------------------------------------------------------------------------------------------

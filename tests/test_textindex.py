@@ -297,6 +297,31 @@ def test_any_text_can_be_indexed_and_found_by_itself(text: str) -> None:
 IDENTISH = st.text(alphabet=st.sampled_from("aZé1 0_./:\\-串,(ǀ"), max_size=40)
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(["", " ", "## 2026-02-01 09:30 — note", "- 串口超时 ERR_UART_0x3F", "src/a.c", "Ｋ２"]),
+            st.text(alphabet=st.sampled_from("aZé1 0_./:\\-串口超时,(ǀ\ufeff\u3000"), max_size=30),
+        ),
+        max_size=30,
+    ),
+    st.integers(min_value=1, max_value=6),
+)
+def test_a_whole_document_indexes_as_its_chunks_one_by_one(lines: list[str], step: int) -> None:
+    # any non-overlapping spans, with lines left out between them
+    spans = [(lo, min(lo + step, len(lines))) for lo in range(0, len(lines), step + 1)]
+    expected = [index_fields("\n".join(lines[lo:hi])) for lo, hi in spans]
+    assert textindex.index_chunks(lines, spans) == expected
+
+
+def test_extra_identifiers_go_to_the_idents_column_only() -> None:
+    body, idents = index_fields("facts:\n  transport.uart.baud: 9600", ["facts.transport.uart.baud", "KX-200", "baud"])
+    assert body == "facts:\n  transport.uart.baud: 9600"
+    assert idents.split() == ["transportǀuartǀbaudǀ", "factsǀtransportǀuartǀbaudǀ", "kxǀ200ǀ"]
+    assert index_fields("x", ["ＫＸ－２００"])[1] == "kxǀ200ǀ"  # folded like a query
+
+
 @settings(max_examples=500, deadline=None)
 @given(IDENTISH)
 def test_fast_identifier_scan_equals_the_plain_regex(text: str) -> None:

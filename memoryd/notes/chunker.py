@@ -1,4 +1,5 @@
-"""Chunk Markdown by ``## `` headings (one chunk per heading block), with line windows for long blocks.
+"""Chunk Markdown by ``## `` headings (one chunk per heading block), with line windows for long blocks; chunk
+rule YAML by rule.
 
 A chunk is what a search hit points at (``path`` + line range) and what ``get`` reads back, so line numbers must
 be the ones an editor shows: 1-based, inclusive, counted the way :func:`split_lines` counts (``\\r\\n``, ``\\r``
@@ -9,31 +10,50 @@ Only level-2 ATX headings split (the daily and MEMORY.md formats use ``## `` for
 ``###`` stay inside their block. Lines inside fenced code blocks are never headings: a pasted shell session or
 Markdown sample must not cut a note in two. Chunks are trimmed of blank lines at both ends so a hit's range
 points at content; blank-only chunks are dropped.
+
+Rule files (:func:`chunk_rules`): a profile or candidate file is one chunk, an override file one chunk per item of
+its ``rules:`` list, with the item's own lines (from the YAML parser's marks). A rule chunk carries its summary and
+its identifiers (each fact key, bare and as ``facts.<key>``, the rule, model and instance ids) for the index. A
+file that does not parse, or does not hold rules, is indexed as plain text in line windows.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import accumulate, islice, pairwise, repeat
+from typing import Any, Literal
+
+import yaml
 
 # Bump when chunk boundaries change for the same text: stored line ranges would be stale (forces a rebuild).
-CHUNKER_VERSION = 2
+CHUNKER_VERSION = 3
+RuleKind = Literal["profile", "candidate", "override"]
+MAX_FACT_KEYS = 1000  # per rule: YAML aliases can make a small file name exponentially many keys
 
 # The lines that can matter, found by one regex over the whole text instead of a Python test per line:
 # CommonMark level-2 ATX headings (up to three spaces, "##", then a space, a tab or the end of the line) and
-# fences (up to three spaces, then at least three backticks or tildes, then an info string).
-_MARKER = re.compile(r"^ {0,3}(?:##(?:[ \t]|$)|(`{3,}|~{3,})(.*))", re.MULTILINE)
+# fences (up to three spaces, then at least three backticks or tildes, then an info string). It matches from the
+# line break before the line (the text gets one in front): sre finds a leading literal at C speed, where "^"
+# made it try every position (2.5× slower).
+_MARKER = re.compile(r"\n {0,3}(?:##(?:[ \t]|$)|(`{3,}|~{3,})(.*))", re.MULTILINE)
 # What str.strip() removes, plus the byte-order mark an editor hides: a line of only these is blank.
 _BLANK = "".join(c for c in map(chr, range(0x3001)) if c.isspace()) + "\ufeff"
+# Line breaks to YAML but not to split_lines: with one of these, the parser's line numbers are not an editor's.
+_YAML_ONLY_BREAKS = re.compile("[\x85\u2028\u2029]")
+# Every scalar a string: the index wants names, not typed values (a rule's `model_id: 200` is still found), and
+# implicit typing (a regex per scalar, timestamps that fail to construct) was a quarter of the parse.
+_Loader: Any = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
 
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
     start_line: int  # 1-based, inclusive
     end_line: int  # 1-based, inclusive
-    heading: str  # the nearest "## ..." line, stripped; "" before the first heading
+    heading: str  # the nearest "## ..." line, stripped; "" before the first heading; rules: see chunk_rules
     text: str  # the chunk's lines (without line terminators) joined by "\n"
+    summary: str = ""  # a rule's summary, searched with the text (the YAML may fold or escape it)
+    identifiers: tuple[str, ...] = ()  # searched as identifiers besides those in the text
 
 
 def split_lines(text: str) -> list[str]:
@@ -56,12 +76,15 @@ def _is_blank(line: str) -> bool:
 
 def _heading_lines(lines: list[str]) -> list[int]:
     """Indexes of the lines that start a ``## `` block, skipping fenced code."""
-    text = "\n".join(lines).removeprefix("\ufeff")  # the mark does not move line numbers
+    text = "\n" + "\n".join(lines).removeprefix("\ufeff")  # the mark does not move line numbers
+    if "```" not in text and "~~~" not in text:  # no fence, so every marker is a heading: skip the state machine
+        starts = [marker.start() for marker in _MARKER.finditer(text)]
+        return list(accumulate(map(text.count, repeat("\n"), [0, *starts], starts)))
     found: list[int] = []
     fence_char, fence_len = "", 0
     index, last = 0, 0
     for marker in _MARKER.finditer(text):
-        index += text.count("\n", last, marker.start())
+        index += text.count("\n", last, marker.start())  # the line breaks before this one's
         last = marker.start()
         fence, info = marker[1], marker[2]
         if fence_len:
@@ -73,17 +96,6 @@ def _heading_lines(lines: list[str]) -> list[int]:
         else:
             found.append(index)
     return found
-
-
-def _blocks(lines: list[str]) -> list[tuple[int, int, str]]:
-    """(first index, end index exclusive, heading) of each ``## `` block; the preamble has heading ""."""
-    starts = _heading_lines(lines)
-    headings = set(starts)
-    bounds = [*sorted({0, *starts}), len(lines)]
-    return [
-        (start, end, lines[start].removeprefix("\ufeff").strip() if start in headings else "")
-        for start, end in pairwise(bounds)
-    ]
 
 
 def _windows(lines: list[str], start: int, end: int, max_lines: int) -> list[tuple[int, int]]:
@@ -103,23 +115,147 @@ def _windows(lines: list[str], start: int, end: int, max_lines: int) -> list[tup
     return windows
 
 
+def _trimmed(lines: list[str], lo: int, hi: int) -> tuple[int, int]:
+    """``lines[lo:hi]`` without its blank lines at both ends (lo == hi when all are blank)."""
+    while lo < hi and not lines[lo].strip(_BLANK):
+        lo += 1
+    while hi > lo and not lines[hi - 1].strip(_BLANK):
+        hi -= 1
+    return lo, hi
+
+
+def _spans(lines: list[str], blocks: list[tuple[int, str]], max_lines: int) -> list[tuple[int, int, str]]:
+    """(first index, end index exclusive, heading) of the chunks of blocks given as (first index, heading), the
+    last one only marking the end: each block cut into windows of at most ``max_lines`` lines, trimmed, blank
+    windows dropped."""
+    spans: list[tuple[int, int, str]] = []
+    for (start, heading), (end, _next) in pairwise(blocks):
+        for lo, hi in ((start, end),) if end - start <= max_lines else _windows(lines, start, end, max_lines):
+            lo, hi = _trimmed(lines, lo, hi)
+            if lo < hi:
+                spans.append((lo, hi, heading))
+    return spans
+
+
+def chunk_spans(lines: list[str], *, max_lines: int = 40) -> list[tuple[int, int, str]]:
+    """(first index, end index exclusive, heading) of each chunk of a Markdown file's :func:`split_lines`: what
+    :func:`chunk_markdown` returns, without building the texts. Each ``## `` line starts a block; the preamble
+    before the first has heading ""."""
+    if max_lines < 1:
+        raise ValueError("max_lines must be at least 1")
+    starts = _heading_lines(lines)
+    blocks = [] if starts and starts[0] == 0 else [(0, "")]
+    blocks += [(start, lines[start].removeprefix("\ufeff").strip()) for start in starts]
+    blocks.append((len(lines), ""))
+    return _spans(lines, blocks, max_lines)
+
+
 def chunk_markdown(text: str, *, max_lines: int = 40) -> list[Chunk]:
     """Chunks of ``text`` in order; together they cover every non-blank line exactly once."""
+    lines = split_lines(text)
+    return [
+        Chunk(lo + 1, hi, heading, "\n".join(lines[lo:hi]))
+        for lo, hi, heading in chunk_spans(lines, max_lines=max_lines)
+    ]
+
+
+# --- rules ------------------------------------------------------------------------------------------------------
+
+
+class _NotRules(ValueError):
+    """The YAML parsed but does not have the shape of a rule file."""
+
+
+def chunk_rules(text: str, kind: RuleKind, name: str, *, max_lines: int = 40) -> list[Chunk]:
+    """Chunks of a rule file of this kind; ``name`` (the file name without suffix) is an override file's
+    instance when the file does not say. Never raises on content: what is not rules is plain text in windows.
+
+    Headings: ``rule <rule_id> · <model_id> <fw_range>``, after ``candidate `` for a candidate and after
+    ``override <instance_id> `` for an item of an override file.
+    """
     if max_lines < 1:
         raise ValueError("max_lines must be at least 1")
     lines = split_lines(text)
-    chunks: list[Chunk] = []
-    for block_start, block_end, heading in _blocks(lines):
-        windows = (
-            [(block_start, block_end)]
-            if block_end - block_start <= max_lines
-            else _windows(lines, block_start, block_end, max_lines)
+    try:
+        return _rule_chunks(text, lines, kind, name)
+    except (yaml.YAMLError, ValueError, RecursionError):  # YAML's own errors, not rules, deep nesting
+        spans = _spans(lines, [(0, ""), (len(lines), "")], max_lines)
+        return [Chunk(lo + 1, hi, heading, "\n".join(lines[lo:hi])) for lo, hi, heading in spans]
+
+
+def _rule_chunks(text: str, lines: list[str], kind: RuleKind, name: str) -> list[Chunk]:
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):
+        raise _NotRules("not a mapping")
+    if kind != "override":
+        return [_rule_chunk(lines, 0, len(lines), data, "candidate " if kind == "candidate" else "", ())]
+    instance = data.get("instance_id", name)
+    items = data.get("rules")
+    # the list as written under "rules:" (the last one, as in data; not one merged in), for its items' lines
+    written = [value.value for key, value in node.value if key.value == "rules"]
+    item_nodes = written[-1] if written else None
+    if not isinstance(instance, str) or not isinstance(items, list) or not isinstance(item_nodes, list):
+        raise _NotRules("not an override file")
+    if _YAML_ONLY_BREAKS.search(text):
+        raise _NotRules("line numbers would differ from an editor's")
+    return [
+        _rule_chunk(
+            lines, item_node.start_mark.line, _last_line(item_node) + 1, item, f"override {instance} ", (instance,)
         )
-        for lo, hi in windows:
-            while lo < hi and not lines[lo].strip(_BLANK):
-                lo += 1
-            while hi > lo and not lines[hi - 1].strip(_BLANK):
-                hi -= 1
-            if lo < hi:
-                chunks.append(Chunk(lo + 1, hi, heading, "\n".join(lines[lo:hi])))
-    return chunks
+        for item_node, item in zip(item_nodes, items, strict=True)
+    ]
+
+
+def _rule_chunk(lines: list[str], start: int, end: int, rule: Any, prefix: str, extra_ids: tuple[str, ...]) -> Chunk:
+    if not isinstance(rule, dict):
+        raise _NotRules("a rule is not a mapping")
+    rule_id, model_id, fw_range = (_text(rule, key) for key in ("rule_id", "model_id", "fw_range"))
+    summary, facts = rule.get("summary") or "", rule.get("facts") or {}
+    if not isinstance(summary, str) or not isinstance(facts, dict):
+        raise _NotRules("summary must be a string and facts a mapping")
+    keys = _fact_keys(facts)
+    identifiers = (*keys, *(f"facts.{key}" for key in keys), rule_id, model_id, *extra_ids)
+    lo, hi = _trimmed(lines, start, end)
+    if lo >= hi:
+        raise _NotRules("a rule without lines")
+    heading = f"{prefix}rule {rule_id} · {model_id} {fw_range}"
+    return Chunk(lo + 1, hi, heading, "\n".join(lines[lo:hi]), summary, tuple(dict.fromkeys(identifiers)))
+
+
+def _text(rule: dict[Any, Any], key: str) -> str:
+    value = rule.get(key)
+    if not isinstance(value, str) or not value:
+        raise _NotRules(f"{key} must be a non-empty string")
+    return value
+
+
+def _fact_keys(facts: dict[Any, Any]) -> list[str]:
+    """The dotted keys of ``facts``, nested mappings flattened as the rule set does (``transport: {baud: 1}`` is
+    ``transport.baud``); at most :data:`MAX_FACT_KEYS` entries are looked at."""
+    keys: list[str] = []
+    stack: list[tuple[str, dict[Any, Any]]] = [("", facts)]
+    budget = MAX_FACT_KEYS
+    while stack and budget > 0:
+        prefix, mapping = stack.pop()
+        for key, value in islice(mapping.items(), budget):
+            budget -= 1
+            if isinstance(value, dict) and value:
+                stack.append((f"{prefix}{key}.", value))
+            else:
+                keys.append(f"{prefix}{key}")
+    return sorted(keys)
+
+
+def _last_line(node: yaml.Node) -> int:
+    """Index of the last line of a node's own text. A block collection's end mark lies past the blank lines and
+    comments after it (those belong to what follows), so follow its last element down to a scalar or flow node."""
+    while isinstance(node, yaml.MappingNode | yaml.SequenceNode) and not node.flow_style and node.value:
+        last = node.value[-1]
+        node = last[1] if isinstance(node, yaml.MappingNode) else last
+    end = node.end_mark
+    return int(end.line if end.column else end.line - 1)
