@@ -16,11 +16,9 @@ from pathlib import Path
 import pytest
 
 from memoryd.notes import textindex
-from memoryd.store.index import (
+from memoryd.store.index import Hit, NoteIndex
+from memoryd.store.prepare import (
     PIPELINE_MIN_BYTES,
-    Hit,
-    NoteIndex,
-    _batches,
     file_kind,
     indexed_files,
     indexed_stats,
@@ -28,6 +26,7 @@ from memoryd.store.index import (
     prepare_many,
     prepare_text,
 )
+from memoryd.store.prepare import batches as _batches
 from tests.conftest import short_tmp
 
 
@@ -43,7 +42,7 @@ def test_pool_workers_exit_when_the_indexing_process_dies(tmp_path: Path) -> Non
     pid_file = tmp_path / "workers"
     code = (
         "import multiprocessing, os, sys\n"
-        "from memoryd.store.index import prepare_many\n"
+        "from memoryd.store.prepare import prepare_many\n"
         "if __name__ == '__main__':\n"
         "    items = [(n, f'memory/{n}.md', 'word ' * 200) for n in range(400)]\n"
         "    prepared = prepare_many(items, 40, processes=2)\n"
