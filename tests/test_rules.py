@@ -157,6 +157,10 @@ def test_golden_flow(daemon: Daemon, workspace: tuple[Path, str]) -> None:
     assert [o["observation_id"] for o in shown["observations"]] == [o1]
     assert shown["observations"][0]["data"] == {"baud": 921600, "lost_bytes": 17}
     assert shown["history"][0]["action"] == "create"
+    # rules are in the note index: search finds them by fact key, rule id and Chinese summary
+    for query in ("facts.transport.uart.baud", "uart-flow-control", "串口超时"):
+        hits = daemon.call("search", {"workspace": ws, "query": query})["hits"]
+        assert hits and hits[0]["path"] == PROFILE, (query, hits)
     # compiled evidence is not offered again; the response is kept next to its request
     assert prepare(daemon, ws).get("request_id") is None
     assert (root / f"data/memory/compile/{request['request_id']}/compile_response.json").exists()
