@@ -13,7 +13,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from common import ROOT, conditions, daemon, env_for, pct
+from common import ROOT, Rpc, conditions, daemon, env_for, pct, wait_socket
 
 sys.path.insert(0, str(ROOT))
 
@@ -153,31 +152,6 @@ def resolve_keys(models: int) -> list[tuple[str, str, str | None]]:
 # --- talking to the daemon ------------------------------------------------------------------------------------
 
 
-class Rpc:
-    """One persistent connection; newline-framed JSON-RPC."""
-
-    def __init__(self, path: str) -> None:
-        self.s = socket.socket(socket.AF_UNIX)
-        self.s.connect(path)
-        self.f = self.s.makefile("rb")
-        self.n = 0
-
-    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        self.n += 1
-        request: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": self.n}
-        if params is not None:
-            request["params"] = params
-        self.s.sendall(orjson.dumps(request) + b"\n")
-        reply = orjson.loads(self.f.readline())
-        if "error" in reply:
-            raise RuntimeError(f"{method}: {reply['error']}")
-        return reply["result"]
-
-    def close(self) -> None:
-        self.f.close()
-        self.s.close()
-
-
 def settle(rpc: Rpc, ws: str) -> str:
     """Wait for the search index of the workspace to catch up (background work that would skew the next
     measurement); returns how long that took, or why it failed (the rules do not depend on it)."""
@@ -187,18 +161,6 @@ def settle(rpc: Rpc, ws: str) -> str:
     except RuntimeError as exc:
         return f"index failed: {str(exc)[:120]}"
     return ms(time.perf_counter() - t)
-
-
-def wait_socket(sock: Path, deadline_s: float = 60) -> None:
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        try:
-            with socket.socket(socket.AF_UNIX) as s:
-                s.connect(str(sock))
-                return
-        except OSError:
-            time.sleep(0.005)
-    raise RuntimeError(f"daemon did not listen on {sock}")
 
 
 @contextmanager

@@ -9,10 +9,8 @@ Run: .venv/bin/python bench/bench_search.py [--sizes 1,50] [--queries 200] [--re
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -20,28 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import conditions, daemon, summary
+from common import Rpc, conditions, daemon, summary
 from corpus import Target, generate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-
-class Rpc:
-    def __init__(self, path: str) -> None:
-        self.s = socket.socket(socket.AF_UNIX)
-        self.s.connect(path)
-        self.f = self.s.makefile("rb")
-        self.n = 0
-
-    def call(self, method: str, params: dict) -> dict:  # type: ignore[type-arg]
-        self.n += 1
-        self.s.sendall(
-            json.dumps({"jsonrpc": "2.0", "method": method, "params": params, "id": self.n}).encode() + b"\n"
-        )
-        reply = json.loads(self.f.readline())
-        if "error" in reply:
-            raise RuntimeError(reply["error"])
-        return reply["result"]  # type: ignore[no-any-return]
 
 
 def in_process(root: Path, targets: list[Target], rebuilds: int) -> None:
@@ -98,7 +78,9 @@ def bench_size(mb: float, queries: int, runs_cli: int, rebuilds: int) -> None:
             f"  RPC index --full: {report['files']} files, {report['chunks']} chunks, "
             f"{report['bytes_indexed'] / 1024 / 1024 / elapsed:.1f} MB/s"
         )
-        lat, found, by_kind = [], 0, {}
+        lat: list[float] = []
+        found = 0
+        by_kind: dict[str, tuple[int, int]] = {}
         for target in targets:
             t = time.perf_counter()
             hits = rpc.call("search", {"workspace": ws, "query": target.query, "limit": 5})["hits"]

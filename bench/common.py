@@ -15,6 +15,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,15 +45,7 @@ def daemon(log_level: str = "info", extra_env: dict[str, str] | None = None) -> 
     proc = subprocess.Popen(
         [sys.executable, "-m", "memoryd", "serve", "--log-level", log_level], env=env, stdout=log, stderr=log
     )
-    sock = home / "run" / "memoryd.sock"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with socket.socket(socket.AF_UNIX) as s:
-                s.connect(str(sock))
-                break
-        except OSError:
-            time.sleep(0.05)
+    wait_socket(home / "run" / "memoryd.sock", 30)
     try:
         yield home, env
     finally:
@@ -58,6 +53,43 @@ def daemon(log_level: str = "info", extra_env: dict[str, str] | None = None) -> 
         proc.wait(30)
         log.close()
         shutil.rmtree(home, ignore_errors=True)
+
+
+def wait_socket(sock: Path, deadline_s: float = 60) -> None:
+    """Until the daemon accepts connections on ``sock`` (or the deadline passes)."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(str(sock))
+                return
+        except OSError:
+            time.sleep(0.005)
+
+
+class Rpc:
+    """One persistent connection; newline-framed JSON-RPC. An error answer raises RuntimeError."""
+
+    def __init__(self, path: str) -> None:
+        self.s = socket.socket(socket.AF_UNIX)
+        self.s.connect(path)
+        self.f = self.s.makefile("rb")
+        self.n = 0
+
+    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        self.n += 1
+        request: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": self.n}
+        if params is not None:
+            request["params"] = params
+        self.s.sendall(orjson.dumps(request) + b"\n")
+        reply = orjson.loads(self.f.readline())
+        if "error" in reply:
+            raise RuntimeError(f"{method}: {reply['error']}")
+        return reply["result"]
+
+    def close(self) -> None:
+        self.f.close()
+        self.s.close()
 
 
 def pct(values: list[float], q: float) -> float:

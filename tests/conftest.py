@@ -30,6 +30,17 @@ def short_tmp(prefix: str = "md") -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
 
 
+def wait_for(predicate: Any, timeout: float = 10.0) -> Any:
+    """Poll ``predicate`` until it returns something truthy (returned), or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
 class Daemon:
     def __init__(self, home: Path, env: dict[str, str]) -> None:
         self.home = home

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import threading
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -15,21 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memoryctl.rpc import RemoteError
 
-from tests.conftest import Daemon, short_tmp
+from tests.conftest import Daemon, short_tmp, wait_for
 
 
 def today_file(ws_path: Path) -> Path:
     return ws_path / "memory" / f"{datetime.now().astimezone().strftime('%Y-%m-%d')}.md"
-
-
-def wait_for(predicate: Any, timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("condition not met in time")
 
 
 def search(daemon: Daemon, ws: str, query: str, **extra: Any) -> dict[str, Any]:

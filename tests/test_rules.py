@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ import pytest
 import yaml
 from memoryctl.rpc import ClientError, RemoteError
 
-from tests.conftest import Daemon, short_tmp
+from tests.conftest import Daemon, short_tmp, wait_for
 
 PROFILE = "spec/memory/profiles/KX-200/uart-flow-control.yaml"
 
@@ -79,16 +78,6 @@ def resolve(d: Daemon, ws: str, version: str, instance: str | None = None, model
 def history(root: Path) -> list[dict[str, Any]]:
     path = root / "data/memory/history.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def wait_for(predicate: Any, timeout: float = 5.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("condition not met in time")
 
 
 # --- the golden flow ---------------------------------------------------------------------------------------------
