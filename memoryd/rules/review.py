@@ -1,0 +1,239 @@
+"""Read-only audit and review of a workspace's rules: rules search/show/diff, the timeline, the candidate list.
+
+``show``, ``diff`` and ``timeline`` read files and run in a worker thread; ``search`` and ``candidates`` only look at
+the loaded rule set.
+"""
+
+from __future__ import annotations
+
+import difflib
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import yaml
+
+from memoryd import ids
+from memoryd.errors import AppError
+from memoryd.rules import compile as comp
+from memoryd.rules import journal
+from memoryd.rules.fwrange import FwRangeError, parse_version
+from memoryd.rules.ruleset import Layer, LoadedRule, rule_dict
+from memoryd.rules.workspace import WorkspaceRules
+
+if TYPE_CHECKING:
+    from memoryd.methods import rules as m
+
+
+def _summary(loaded: LoadedRule) -> dict[str, Any]:
+    rule = loaded.rule
+    return {
+        "rule_id": rule.rule_id,
+        "layer": loaded.layer,
+        "model_id": rule.model_id,
+        "fw_range": loaded.range.text,
+        "priority": rule.priority,
+        "confidence": rule.confidence,
+        "revision": rule.revision,
+        "summary": rule.summary,
+        "instance_id": rule.instance_id,
+        "path": loaded.path,
+        "facts": sorted(rule.facts),
+    }
+
+
+def search(wr: WorkspaceRules, p: m.RulesSearchParams) -> dict[str, Any]:
+    version = None
+    if p.fw_version is not None:
+        try:
+            version = parse_version(p.fw_version)
+        except FwRangeError as exc:
+            raise AppError("MEMORY_VERSION_INVALID", str(exc)) from exc
+    words = [w.casefold() for w in (p.query or "").split() if w]
+    found = []
+    for loaded in wr.rules.all():
+        rule = loaded.rule
+        if p.model_id is not None and rule.model_id != p.model_id:
+            continue
+        if p.layer is not None and loaded.layer != p.layer:
+            continue
+        if version is not None and not loaded.range.contains(version):
+            continue
+        if words:
+            haystack = orjson.dumps(rule_dict(rule), option=orjson.OPT_NON_STR_KEYS).decode().casefold()
+            if not all(w in haystack for w in words):
+                continue
+        found.append(_summary(loaded))
+    return {"rules": found[: p.limit], "total": len(found)}
+
+
+def _one(wr: WorkspaceRules, rule_id: str, layer: Layer | None, model_id: str | None = None) -> LoadedRule:
+    found = wr.rules.find(rule_id, layer, model_id)
+    if not found:
+        raise AppError("MEMORY_RULE_NOT_FOUND", f"No rule {rule_id}" + (f" in {layer}s" if layer else ""))
+    return found[0]
+
+
+def show(wr: WorkspaceRules, p: m.RuleRef) -> dict[str, Any]:
+    wr.evidence.refresh()
+    loaded = _one(wr, p.rule_id, p.layer)
+    observations, missing = [], []
+    for oid in loaded.rule.provenance.observation_ids:
+        stored = wr.evidence.get(oid)
+        if stored is None:
+            missing.append(oid)
+        else:
+            observations.append(stored.observation)
+    return {
+        "rule": loaded.rule,
+        "layer": loaded.layer,
+        "path": loaded.path,
+        "observations": observations,
+        "missing_observations": missing,
+        "history": _rule_history(journal.read_history(wr.root), loaded.rule_id),
+    }
+
+
+def diff(wr: WorkspaceRules, p: m.RulesDiffParams) -> dict[str, Any]:
+    loaded = _one(wr, p.rule_id, p.layer)
+    current = loaded.rule.revision
+    to_rev = current if p.to_rev is None else p.to_rev
+    history = journal.read_history(wr.root)
+    before = _revision(wr.root, history, loaded, p.from_rev)
+    after = _revision(wr.root, history, loaded, to_rev)
+    text_a = yaml.safe_dump(before, sort_keys=False, allow_unicode=True).splitlines(keepends=True)
+    text_b = yaml.safe_dump(after, sort_keys=False, allow_unicode=True).splitlines(keepends=True)
+    diff = "".join(difflib.unified_diff(text_a, text_b, f"{p.rule_id}@{p.from_rev}", f"{p.rule_id}@{to_rev}"))
+    facts_a, facts_b = before.get("facts", {}), after.get("facts", {})
+    changes = []
+    for key in sorted(set(facts_a) | set(facts_b)):
+        if key not in facts_b:
+            changes.append({"key": key, "before": facts_a[key], "change": "removed"})
+        elif key not in facts_a:
+            changes.append({"key": key, "after": facts_b[key], "change": "added"})
+        elif facts_a[key] != facts_b[key]:
+            changes.append({"key": key, "before": facts_a[key], "after": facts_b[key], "change": "changed"})
+    return {"rule_id": p.rule_id, "from_rev": p.from_rev, "to_rev": to_rev, "diff": diff, "facts": changes}
+
+
+def timeline(wr: WorkspaceRules, p: m.TimelineParams) -> dict[str, Any]:
+    since = None if p.since is None else comp.parse_when(p.since, "since")
+    until = None if p.until is None else comp.parse_when(p.until, "until")
+
+    def inside(moment: datetime) -> bool:
+        return (since is None or moment >= since) and (until is None or moment < until)
+
+    wr.evidence.refresh()
+    events: list[tuple[datetime, dict[str, Any]]] = []
+    for stored in wr.evidence.iter_ordered():
+        obs = stored.observation
+        if p.run_id is not None and obs.run_id != p.run_id:
+            continue
+        moment = ids.id_time(obs.observation_id)
+        if inside(moment):
+            text = " ".join(obs.text.split())
+            events.append(
+                (
+                    moment,
+                    {
+                        "ts": obs.ts,
+                        "type": "observation",
+                        "id": obs.observation_id,
+                        "summary": text if len(text) <= 160 else text[:159] + "…",
+                        "kind": obs.kind,
+                        "run_id": obs.run_id,
+                        "model_id": obs.model_id,
+                    },
+                )
+            )
+    if p.run_id is None:
+        for entry in journal.read_history(wr.root):
+            try:
+                moment = datetime.fromisoformat(str(entry.get("ts")))
+            except ValueError:
+                continue
+            if not inside(moment):
+                continue
+            changes = entry.get("changes") or []
+            events.append(
+                (
+                    moment,
+                    {
+                        "ts": str(entry["ts"]),
+                        "type": "change",
+                        "id": str(entry.get("run_id")),
+                        "op": str(entry.get("op")),
+                        "summary": _change_summary(entry),
+                        "paths": [str(c.get("path")) for c in changes],
+                    },
+                )
+            )
+    events.sort(key=lambda e: (e[0], e[1]["id"]), reverse=True)
+    return {"events": [e for _, e in events[: p.limit]], "truncated": len(events) > p.limit}
+
+
+def candidates(wr: WorkspaceRules, p: m.CandidatesListParams) -> dict[str, Any]:
+    return {
+        "candidates": [
+            _summary(r)
+            for r in wr.rules.all()
+            if r.layer == "candidate" and (p.model_id is None or r.rule.model_id == p.model_id)
+        ]
+    }
+
+
+# --- helpers -------------------------------------------------------------------------------------------------------
+
+
+def _rule_history(history: list[dict[str, Any]], rule_id: str) -> list[dict[str, Any]]:
+    out = []
+    for entry in history:
+        for change in entry.get("changes") or []:
+            for touched in change.get("rules") or []:
+                if touched.get("rule_id") == rule_id:
+                    out.append(
+                        {
+                            "run_id": entry.get("run_id"),
+                            "op": entry.get("op"),
+                            "ts": entry.get("ts"),
+                            "path": change.get("path"),
+                            "action": change.get("action"),
+                            "layer": change.get("layer"),
+                            "rev_before": touched.get("rev_before"),
+                            "rev_after": touched.get("rev_after"),
+                            "backup": change.get("backup"),
+                        }
+                    )
+    return out
+
+
+def _revision(root: Path, history: list[dict[str, Any]], loaded: LoadedRule, rev: int) -> dict[str, Any]:
+    """The rule as it was at revision ``rev``: the current file, or the pre-image a later change backed up."""
+    if rev == loaded.rule.revision:
+        return rule_dict(loaded.rule)
+    for item in _rule_history(history, loaded.rule_id):
+        if item["layer"] == loaded.layer and item["rev_before"] == rev and item["backup"]:
+            data = journal.read_bytes(root, str(item["backup"]))
+            if data is None:
+                break
+            raw = yaml.safe_load(data)
+            if loaded.layer == "override" and isinstance(raw, dict):
+                for candidate in raw.get("rules") or []:
+                    if isinstance(candidate, dict) and candidate.get("rule_id") == loaded.rule_id:
+                        return dict(candidate)
+                break
+            if isinstance(raw, dict):
+                return raw
+    raise AppError(
+        "MEMORY_REVISION_NOT_FOUND",
+        f"{loaded.rule_id} has no revision {rev} on record (current: {loaded.rule.revision})",
+    )
+
+
+def _change_summary(entry: dict[str, Any]) -> str:
+    changes = entry.get("changes") or []
+    rules = sorted({str(r.get("rule_id")) for c in changes for r in (c.get("rules") or [])})
+    shown = ", ".join(rules[:5]) + (f" and {len(rules) - 5} more" if len(rules) > 5 else "")
+    what = f"{entry.get('op')}: {len(changes)} file(s)"
+    return f"{what}; rules {shown}" if rules else what
