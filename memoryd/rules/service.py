@@ -220,7 +220,8 @@ class RulesService:
 
     async def search(self, ws: Workspace, p: m.RulesSearchParams) -> dict[str, Any]:
         wr = await self._ready(ws)
-        return review.search(wr, p)
+        result: dict[str, Any] = await anyio.to_thread.run_sync(review.search, wr, p)  # scans every rule
+        return result
 
     async def show(self, ws: Workspace, p: m.RuleRef) -> dict[str, Any]:
         wr = await self._ready(ws)
@@ -239,7 +240,8 @@ class RulesService:
 
     async def candidates(self, ws: Workspace, p: m.CandidatesListParams) -> dict[str, Any]:
         wr = await self._ready(ws)
-        return review.candidates(wr, p)
+        result: dict[str, Any] = await anyio.to_thread.run_sync(review.candidates, wr, p)
+        return result
 
     async def move_candidate(
         self, ws: Workspace, p: m.CandidateRef, action: Literal["promote", "reject"]
