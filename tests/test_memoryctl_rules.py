@@ -210,6 +210,10 @@ def test_evidence_to_rules_round_trip(daemon: Daemon, workspace: tuple[Path, str
     assert daemon.memoryctl("candidates", "list", cwd=project).stdout.strip() == "no candidates"
     final = ok(daemon.memoryctl("--json", "resolve", "--model-id", "dvk-a1", "--fw-version", "1.2.9", cwd=project))
     assert final["facts"]["transport.uart.retries"] == 3
+    status = daemon.memoryctl("status", cwd=project)
+    assert re.search(
+        r"  rules: \d+ profile, 0 override, 0 candidate; \d+ observations, 0 compile request", status.stdout
+    )
 
 
 def test_invalid_responses_print_their_violations(daemon: Daemon, workspace: tuple[Path, str]) -> None:

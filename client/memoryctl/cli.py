@@ -233,6 +233,15 @@ def _render_status(result: dict[str, Any]) -> str:
             f"  last indexed {ws.get('last_indexed') or 'never'}"
             + (f" (rebuilt: {ws['rebuilt']})" if ws.get("rebuilt") else "")
         )
+        rules = ws.get("rules")
+        if rules:
+            out.append(
+                f"  rules: {rules['profiles']} profile, {rules['overrides']} override, {rules['candidates']} candidate; "
+                f"{rules['observations']} observations, {rules['outstanding_requests']} compile request(s) outstanding"
+            )
+            out.extend(f"  problem: {problem}" for problem in rules.get("errors", []))
+            if rules.get("recovered"):
+                out.append(f"  recovered after a crash: {', '.join(rules['recovered'])}")
         if ws.get("recommended"):
             out.append(f"  recommended: {ws['recommended']}")
     return "\n".join(out)
