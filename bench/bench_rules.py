@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 from memoryd import ids
 from memoryd.config import Dirs
 from memoryd.rules.models import Rule
-from memoryd.rules.ruleset import OVERRIDES, PROFILES, RuleSet, overrides_yaml, rule_yaml
+from memoryd.rules.ruleset import RuleSet, overrides_yaml, rule_yaml
+from memoryd.store.prepare import OVERRIDES, PROFILES
 
 FAMILIES = ["stm32f407-disco", "nrf52840-dk", "esp32-s3-devkitc", "rp2040-pico", "imxrt1062-evk", "sam-e54-xpro"]
 # Overlapping ranges, wide to narrow; a model's rules cycle through them (repeats make ties on width).

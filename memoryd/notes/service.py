@@ -23,6 +23,7 @@ from memoryd.errors import AppError
 from memoryd.fsio import atomic_write, confine
 from memoryd.notes import chunker, daily, textindex
 from memoryd.store.index import Hit, NoteIndex, SyncReport
+from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
 from memoryd.watch import WorkspaceWatcher
 from memoryd.workspaces import Workspace
 
@@ -30,9 +31,7 @@ log = structlog.get_logger("memoryd.notes")
 
 KNOWN_FILES = {"MEMORY.md", "INSIGHTS.md", "HISTORY.md"}
 # Markdown memory, and the rule files the index also covers (the rules service reloads them on change).
-WATCHED = ["memory", "spec/memory", "data/memory/overrides"]
-RULE_TREES = ("spec/memory/", "data/memory/overrides/")
-READABLE_SUFFIXES = (".md", ".yaml", ".yml")
+WATCHED = ["memory", "spec/memory", OVERRIDES]
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
 
@@ -159,11 +158,12 @@ class NotesService:
                 rel = path.relative_to(notes.root).as_posix()
             except ValueError:
                 continue
-            if path.suffix.lower() in READABLE_SUFFIXES:
+            kind = file_kind(rel)
+            if kind is not None:
                 notes.pending.add(rel)
-                if rel.startswith(RULE_TREES):
+                if kind != "markdown":
                     rules.append(rel)
-            else:
+            elif not rel.lower().endswith(SUFFIXES):
                 notes.full_rescan = True
         notes.wake.set()
         if rules and self.on_rules_changed is not None:
@@ -349,13 +349,12 @@ class NotesService:
         return await anyio.to_thread.run_sync(lambda: self._read(ws, path, from_line, lines))
 
     def _read(self, ws: Workspace, path: str, from_line: int, lines: int) -> dict[str, Any]:
-        target = confine(ws.path, path, suffixes=READABLE_SUFFIXES)
-        memory = (ws.path / "memory").resolve()
-        allowed = [memory] if target.suffix == ".md" else [(ws.path / tree).resolve() for tree in RULE_TREES]
-        if not any(tree in target.parents for tree in allowed):
+        target = confine(ws.path, path, suffixes=SUFFIXES)
+        if file_kind(target.relative_to(ws.path).as_posix()) is None:  # what the index covers, nothing else
             raise AppError(
                 "MEMORY_PATH_TRAVERSAL",
-                "Only Markdown under memory/ and rule YAML under spec/memory/ or data/memory/overrides/ can be read",
+                "Only memory files can be read: Markdown under memory/, rule YAML under spec/memory/profiles/, "
+                "spec/memory/candidates/ and data/memory/overrides/",
             )
         if not target.is_file():
             raise AppError("MEMORY_FILE_NOT_FOUND")

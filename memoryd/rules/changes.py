@@ -31,8 +31,9 @@ from memoryd.rules.models import (
     ProposedRule,
     Rule,
 )
-from memoryd.rules.ruleset import CANDIDATES, OVERRIDES, PROFILES, Layer, LoadedRule, overrides_yaml, rule_yaml
+from memoryd.rules.ruleset import Layer, LoadedRule, flatten, overrides_yaml, rule_yaml
 from memoryd.rules.workspace import WorkspaceRules
+from memoryd.store.prepare import CANDIDATES, OVERRIDES, PROFILES
 
 if TYPE_CHECKING:
     from memoryd.methods import rules as m
@@ -421,8 +422,6 @@ def _merge(
     extra: dict[str, Any],
 ) -> Rule:
     """The rule after ``item`` is applied to ``old``: facts merged (null removes), provenance united."""
-    from memoryd.rules.ruleset import flatten
-
     facts = dict(old.facts) if old else {}
     for key, value in flatten(item.facts).items():
         if value is None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -24,12 +24,9 @@ from pydantic import ValidationError
 
 from memoryd.rules.fwrange import FwRange, FwRangeError, parse_range, parse_version
 from memoryd.rules.models import Rule
+from memoryd.store.prepare import file_kind, indexed_files, indexed_stats
 
 Layer = Literal["profile", "override", "candidate"]
-PROFILES = "spec/memory/profiles"
-CANDIDATES = "spec/memory/candidates"
-OVERRIDES = "data/memory/overrides"
-TREES: tuple[tuple[str, Layer], ...] = ((PROFILES, "profile"), (CANDIDATES, "candidate"), (OVERRIDES, "override"))
 LAYER_RANK = {"profile": 0, "override": 1}
 RULE_FIELDS = [
     "rule_id",
@@ -171,39 +168,16 @@ def load_file(root: Path, rel: str, layer: Layer) -> list[LoadedRule]:
     return [LoadedRule(r, layer, rel, parse_range(r.fw_range)) for r in rules]
 
 
-def layer_of(rel: str) -> Layer | None:
-    """The layer of a rule file path (relative, POSIX), or None when it is not one."""
-    parts = rel.split("/")
-    if not rel.endswith((".yaml", ".yml")) or any(p.startswith(".") or p in ("", "..") for p in parts):
-        return None
-    return next((layer for tree, layer in TREES if rel.startswith(tree + "/")), None)
-
-
-def _stat_inside(root: Path, rel: str) -> os.stat_result | None:
-    """stat of a workspace file; None when missing or a symlink out of the workspace."""
-    full = root / rel
-    try:
-        if full.is_symlink() and root not in full.resolve().parents:
-            return None
-        return full.stat()
-    except OSError:
-        return None
-
-
-def rule_files(root: Path) -> Iterator[tuple[str, Layer, os.stat_result]]:
-    for tree, layer in TREES:
-        top = root / tree
-        if not top.is_dir():
-            continue
-        for dirpath, dirnames, filenames in os.walk(top):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for name in sorted(filenames):
-                if name.startswith(".") or not name.endswith((".yaml", ".yml")):
-                    continue
-                rel = Path(dirpath, name).relative_to(root).as_posix()
-                info = _stat_inside(root, rel)
-                if info is not None:
-                    yield rel, layer, info
+def rule_files(root: Path, only: Iterable[str] | None = None) -> dict[str, tuple[Layer, os.stat_result]]:
+    """The rule files of the workspace — every one, or those of ``only`` that exist — found as the index finds
+    its files (store.prepare): the same trees, no hidden entries, no symlinks out, regular files only."""
+    found = indexed_files(root) if only is None else indexed_stats(root, only).items()
+    out: dict[str, tuple[Layer, os.stat_result]] = {}
+    for rel, info in found:
+        kind = file_kind(rel)
+        if kind is not None and kind != "markdown":
+            out[rel] = (kind, info)
+    return out
 
 
 # --- the rule set -----------------------------------------------------------------------------------------------
@@ -242,17 +216,12 @@ class RuleSet:
         anything changed."""
         with self._lock:
             if paths is None or not self.loaded:
-                seen = {rel: (lay, st) for rel, lay, st in rule_files(self.root)}
+                seen = rule_files(self.root)
                 gone = set(self._files) - set(seen)
             else:
-                seen, gone = {}, set()
-                for rel in paths:
-                    layer = layer_of(rel)
-                    info = _stat_inside(self.root, rel) if layer is not None else None
-                    if layer is not None and info is not None:
-                        seen[rel] = (layer, info)
-                    elif rel in self._files:
-                        gone.add(rel)
+                asked = set(paths)
+                seen = rule_files(self.root, asked)
+                gone = {rel for rel in asked - set(seen) if rel in self._files}
             changed = not self.loaded or bool(gone)
             for rel in gone:
                 del self._files[rel]

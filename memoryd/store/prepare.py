@@ -32,14 +32,19 @@ from memoryd.notes import chunker, textindex
 log = structlog.get_logger("memoryd.index")
 
 Kind = Literal["markdown", "profile", "candidate", "override"]
+PROFILES = "spec/memory/profiles"
+CANDIDATES = "spec/memory/candidates"
+OVERRIDES = "data/memory/overrides"
 _YAML = (".yaml", ".yml")
 # What is indexed: each tree (relative to the workspace) with the kind and suffixes of its files (DESIGN.md §2).
+# The one definition of the memory files: the rule set and get's confinement use it too.
 TREES: tuple[tuple[str, Kind, tuple[str, ...]], ...] = (
     ("memory", "markdown", (".md",)),
-    ("spec/memory/profiles", "profile", _YAML),
-    ("spec/memory/candidates", "candidate", _YAML),
-    ("data/memory/overrides", "override", _YAML),
+    (PROFILES, "profile", _YAML),
+    (CANDIDATES, "candidate", _YAML),
+    (OVERRIDES, "override", _YAML),
 )
+SUFFIXES = (".md", *_YAML)
 
 # start_line, end_line, heading, text, text_digest, text_length, body, idents
 Prepared = tuple[int, int, str, str, str, int, str, str]
