@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
@@ -29,6 +30,7 @@ from memoryd.rules.models import (
     Policy,
     ProposedOverride,
     ProposedRule,
+    RequestChunk,
     Rule,
 )
 from memoryd.rules.ruleset import Layer, LoadedRule, flatten, overrides_yaml, rule_yaml
@@ -65,8 +67,7 @@ def prepare(settings: Settings, wr: WorkspaceRules, p: m.PrepareParams) -> dict[
         same = [(rid, r) for rid, r in outstanding if r["filters"] == filters]
         if same:
             rid, record = same[0]
-            request = _request(settings, wr, rid, record, state)
-            return _prepared(request, record, len(same) - 1, resumed=True)
+            return _prepared(*_request(settings, wr, rid, record), len(same) - 1, resumed=True)
     taken = {oid for _rid, r in outstanding for oid in r["observation_ids"]}
     selected = []
     for stored in wr.evidence.iter_ordered():
@@ -100,7 +101,7 @@ def prepare(settings: Settings, wr: WorkspaceRules, p: m.PrepareParams) -> dict[
         chunks[-1].append(obs)
         size += weight
     batch_id = ids.new_id("cb")
-    first: tuple[dict[str, Any], dict[str, Any]] | None = None
+    first: tuple[CompileRequest, str] | None = None
     for index, chunk in enumerate(chunks, 1):
         rid = ids.new_id("cr")
         record = {
@@ -113,18 +114,17 @@ def prepare(settings: Settings, wr: WorkspaceRules, p: m.PrepareParams) -> dict[
             "created_at": ids.iso(datetime.now()),
         }
         state["requests"][rid] = record
-        request = _request(settings, wr, rid, record, state)
-        first = first or (request, record)
+        written = _request(settings, wr, rid, record)
+        first = first or written
     atomic_write(root / comp.STATE_FILE, comp.dump_state(state))
     assert first is not None
     log.info("compile_prepared", workspace_id=wr.ws.id, observations=len(selected), requests=len(chunks))
     return _prepared(first[0], first[1], len(chunks) - 1, resumed=False)
 
 
-def _request(
-    settings: Settings, wr: WorkspaceRules, rid: str, record: dict[str, Any], state: dict[str, Any]
-) -> dict[str, Any]:
-    """Build (and write) the request file of one outstanding request from the current rules and evidence."""
+def _request(settings: Settings, wr: WorkspaceRules, rid: str, record: dict[str, Any]) -> tuple[CompileRequest, str]:
+    """Build and write the request file of one outstanding request from the current rules and evidence; returns
+    it and its path."""
     observations = [s.observation for oid in record["observation_ids"] if (s := wr.evidence.get(oid)) is not None]
     models = {o.model_id for o in observations if o.model_id}
     if record["filters"].get("model_id"):
@@ -133,7 +133,7 @@ def _request(
         request_id=rid,
         workspace_id=wr.ws.id,
         created_at=record["created_at"],
-        chunk={"batch_id": record["batch_id"], "index": record["index"], "of": record["of"]},  # type: ignore[arg-type]
+        chunk=RequestChunk(batch_id=record["batch_id"], index=record["index"], of=record["of"]),
         filters=record["filters"],
         observations=observations,
         rules=[r.rule for r in wr.rules.for_models(models)],
@@ -145,23 +145,21 @@ def _request(
         instructions=comp.INSTRUCTIONS,
         response_schema=comp.response_schema(),
     )
-    data = request.model_dump(mode="json", exclude_none=True)
     rel = f"{REQUESTS_DIR}/{rid}/compile_request.json"
+    data = request.model_dump(mode="json", exclude_none=True)
     atomic_write(wr.root / rel, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
-    data["_path"] = rel
-    return data
+    return request, rel
 
 
-def _prepared(request: dict[str, Any], record: dict[str, Any], remaining: int, *, resumed: bool) -> dict[str, Any]:
-    path = request.pop("_path")
+def _prepared(request: CompileRequest, path: str, remaining: int, *, resumed: bool) -> dict[str, Any]:
     return {
-        "request_id": request["request_id"],
+        "request_id": request.request_id,
         "path": path,
-        "observations": len(request["observations"]),
-        "chunk": request["chunk"],
+        "observations": len(request.observations),
+        "chunk": request.chunk.model_dump(),
         "remaining": remaining,
         "resumed": resumed,
-        "request": CompileRequest.model_validate(request),
+        "request": request,
     }
 
 
@@ -226,10 +224,7 @@ def apply(settings: Settings, wr: WorkspaceRules, p: m.ApplyParams) -> dict[str,
     response = CompileResponse.model_validate(raw)
     now = ids.iso(datetime.now())
     writes, demoted = _plan(settings, wr, response, now)
-    planned = [
-        {**journal_meta_flat(w), "path": w.path, "action": _action(before, w.content)}
-        for w, before in ((w, journal.read_bytes(root, w.path)) for w in writes)
-    ]
+    planned = _planned(root, writes)
     if p.dry_run:
         return {
             "request_id": response.request_id,
@@ -280,7 +275,7 @@ def _plan(
     """The files the response changes: one per profile or candidate, one per touched override file."""
     threshold = settings.min_confidence
     demoted: list[str] = []
-    singles: dict[str, tuple[Rule, Layer, int | None]] = {}
+    singles: dict[str, tuple[Rule, Layer, Rule | None]] = {}  # path: (new rule, layer, the rule it replaces)
     override_files: dict[str, dict[str, Rule]] = {}
     override_revs: dict[str, list[dict[str, Any]]] = {}
 
@@ -294,8 +289,8 @@ def _plan(
         extra = {"status": "candidate", "target": target, "reason": why}
         if isinstance(item, ProposedOverride):
             extra["instance_id"] = item.instance_id
-        rule = _merge(old, item, rule_id, now, response.request_id, extra)
-        singles[path] = (rule, "candidate", old.revision if old else None)
+        replaced = singles[path][2] if path in singles else old
+        singles[path] = (_merge(old, item, rule_id, now, response.request_id, extra), "candidate", replaced)
 
     for item in response.rules:
         if item.confidence < threshold:
@@ -304,11 +299,8 @@ def _plan(
             continue
         path = f"{PROFILES}/{item.model_id}/{item.rule_id}.yaml"
         old = singles[path][0] if path in singles else existing(path, item.rule_id)
-        singles[path] = (
-            _merge(old, item, item.rule_id, now, response.request_id, {}),
-            "profile",
-            old.revision if old else None,
-        )
+        replaced = singles[path][2] if path in singles else old
+        singles[path] = (_merge(old, item, item.rule_id, now, response.request_id, {}), "profile", replaced)
     for item in response.candidates:
         stage(item, item.rule_id, "proposed as a candidate")
     for override in response.overrides:
@@ -325,17 +317,11 @@ def _plan(
         old = override_files[path].get(rule_id)
         rule = _merge(old, override, rule_id, now, response.request_id, {"instance_id": override.instance_id})
         override_files[path][rule_id] = rule
-        override_revs[path].append(
-            {"rule_id": rule_id, "rev_before": old.revision if old else None, "rev_after": rule.revision}
-        )
+        override_revs[path].append(_revs(old, rule))
     writes: list[journal.FileWrite] = []
-    for path, (rule, layer, rev_before) in sorted(singles.items()):
+    for path, (rule, layer, replaced) in sorted(singles.items()):
         _refuse_broken(wr, path)
-        meta = {
-            "layer": layer,
-            "rules": [{"rule_id": rule.rule_id, "rev_before": rev_before, "rev_after": rule.revision}],
-        }
-        writes.append(journal.FileWrite(path, rule_yaml(rule), meta))
+        writes.append(journal.FileWrite(path, rule_yaml(rule), {"layer": layer, "rules": [_revs(replaced, rule)]}))
     for path, rules in sorted(override_files.items()):
         instance = path.rsplit("/", 1)[1].rsplit(".", 1)[0]
         meta = {"layer": "override", "rules": override_revs[path]}
@@ -370,10 +356,7 @@ def move(wr: WorkspaceRules, p: m.CandidateRef, action: Literal["promote", "reje
     writes = [journal.FileWrite(candidate.path, None, {"layer": "candidate", "rules": [cand_meta]})]
     if action == "promote":
         writes.insert(0, _promotion(wr, candidate, now))
-    planned = [
-        {**journal_meta_flat(w), "path": w.path, "action": _action(journal.read_bytes(wr.root, w.path), w.content)}
-        for w in writes
-    ]
+    planned = _planned(wr.root, writes)
     if p.dry_run:
         return {"run_id": None, "rule_id": p.rule_id, "writes": planned, "dry_run": True}
     run_id = ids.new_id(action)
@@ -476,19 +459,16 @@ def _revs(old: Rule | None, new: Rule) -> dict[str, Any]:
     return {"rule_id": new.rule_id, "rev_before": old.revision if old else None, "rev_after": new.revision}
 
 
-def _action(before: bytes | None, after: bytes | None) -> str:
-    if before == after:
-        return "unchanged"
-    if before is None:
-        return "create"
-    return "delete" if after is None else "update"
-
-
-def journal_meta_flat(write: journal.FileWrite) -> dict[str, Any]:
-    """The planned-write fields of a file write: its layer and, for a one-rule file, the rule and revision."""
-    rules = write.meta.get("rules") or []
-    out: dict[str, Any] = {"layer": write.meta.get("layer")}
-    if len(rules) == 1:
-        out["rule_id"] = rules[0]["rule_id"]
-        out["revision"] = rules[0]["rev_after"]
+def _planned(root: Path, writes: list[journal.FileWrite]) -> list[dict[str, Any]]:
+    """What each write would do (the answer's ``writes``): path, action, layer and, for a one-rule file, the rule
+    and its new revision."""
+    out = []
+    for write in writes:
+        rules = write.meta.get("rules") or []
+        item: dict[str, Any] = {"layer": write.meta.get("layer")}
+        if len(rules) == 1:
+            item["rule_id"] = rules[0]["rule_id"]
+            item["revision"] = rules[0]["rev_after"]
+        item.update(path=write.path, action=journal.action(journal.read_bytes(root, write.path), write.content))
+        out.append(item)
     return out

@@ -20,7 +20,7 @@ import orjson
 
 from memoryd.rules.evidence import EvidenceStore
 from memoryd.rules.fwrange import FwRangeError, parse_range
-from memoryd.rules.models import FACT_KEY_PATTERN, RECOMMENDED_PREFIXES, CompileResponse
+from memoryd.rules.models import FACT_KEY_PATTERN, CompileResponse, unrecommended
 from memoryd.rules.ruleset import RuleSet
 
 STATE_FILE = "data/memory/compile/state.json"
@@ -162,13 +162,13 @@ def check_response(
                     violations.append({"pointer": f"{where}/fw_range", "reason": str(exc)})
             facts = item.get("facts")
             if isinstance(facts, dict):
-                for key in facts:
-                    if not _FACT_KEY.match(key):
-                        violations.append(
-                            {"pointer": pointer([section, n, "facts", key]), "reason": "fact keys are dotted names"}
-                        )
-                    elif key.split(".", 1)[0] not in RECOMMENDED_PREFIXES:
-                        warnings.append(f"{where}/facts/{key}: not under a recommended prefix")
+                dotted = [key for key in facts if _FACT_KEY.match(key)]
+                violations += [
+                    {"pointer": pointer([section, n, "facts", key]), "reason": "fact keys are dotted names"}
+                    for key in facts
+                    if key not in dotted
+                ]
+                warnings += [f"{where}/facts/{key}: not under a recommended prefix" for key in unrecommended(dotted)]
             rule_id, model_id = item.get("rule_id"), item.get("model_id")
             if isinstance(rule_id, str) and isinstance(model_id, str):
                 key = (section == "overrides" and str(item.get("instance_id"))) or "", model_id, rule_id

@@ -65,6 +65,15 @@ def read_bytes(root: Path, rel: str) -> bytes | None:
         return None
 
 
+def action(before: bytes | None, after: bytes | None) -> str:
+    """What writing ``after`` over ``before`` does to a file (None: absent)."""
+    if before == after:
+        return "unchanged"
+    if before is None:
+        return "create"
+    return "delete" if after is None else "update"
+
+
 def plan(root: Path, writes: list[FileWrite]) -> list[tuple[FileWrite, bytes | None]]:
     """Pair each write with the file's current content; writes that would change nothing are dropped."""
     out = []
@@ -94,7 +103,7 @@ def commit(root: Path, run_id: str, entry: dict[str, Any], writes: list[FileWrit
             changes.append(
                 {
                     "path": write.path,
-                    "action": "create" if before is None else ("delete" if write.content is None else "update"),
+                    "action": action(before, write.content),
                     **write.meta,
                     "sha_before": sha(before),
                     "sha_after": sha(write.content),

@@ -7,6 +7,7 @@ fields, wrong types and out-of-range values are violations, each reported with i
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import Field
@@ -20,6 +21,12 @@ REQUEST_ID_PATTERN = r"^cr_[0-9A-HJKMNP-TV-Z]{26}$"
 # Dotted fact keys: `transport.uart.baud`; letters of any script, digits, `_` and `-` between the dots.
 FACT_KEY_PATTERN = r"^[\w-]+(\.[\w-]+)*$"
 RECOMMENDED_PREFIXES = ("transport", "procedure", "analysis", "known_issues", "calibration")
+
+
+def unrecommended(keys: Iterable[str]) -> list[str]:
+    """The fact keys outside the recommended prefixes, sorted: a warning (apply, validate), never an error."""
+    return sorted(key for key in keys if key.split(".", 1)[0] not in RECOMMENDED_PREFIXES)
+
 
 IdStr = Field(pattern=ID_PATTERN, min_length=1, max_length=128)
 

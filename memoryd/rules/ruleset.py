@@ -195,6 +195,7 @@ class Resolved:
     facts: dict[str, Any]
     trace: dict[str, dict[str, Any]]
     rules: list[str]
+    generation: int  # of the rule set it was computed from
 
 
 @dataclass(slots=True)
@@ -283,14 +284,14 @@ class RuleSet:
     def resolve(self, model_id: str, fw_version: str, instance_id: str | None) -> Resolved:
         """Raises FwRangeError for a version that does not parse."""
         key = (model_id, fw_version, instance_id)
-        cache = self._cache
+        cache, by_model, generation = self._cache, self._by_model, self.generation  # one reload's state
         hit = cache.get(key)
         if hit is not None:
             return hit
         version = parse_version(fw_version)
         matching = [
             r
-            for r in self._by_model.get(model_id, ())
+            for r in by_model.get(model_id, ())
             if (r.layer == "profile" or r.rule.instance_id == instance_id) and r.range.contains(version)
         ]
         # Lowest precedence first; the last writer of a key wins. Sorting by rule_id descending first and then
@@ -313,7 +314,9 @@ class RuleSet:
                     "path": loaded.path,
                     "beat": beat,
                 }
-        answer = Resolved(dict(sorted(facts.items())), dict(sorted(trace.items())), [r.rule_id for r in matching])
+        answer = Resolved(
+            dict(sorted(facts.items())), dict(sorted(trace.items())), [r.rule_id for r in matching], generation
+        )
         if len(cache) > 50_000:
             cache.clear()
         cache[key] = answer

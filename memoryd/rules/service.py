@@ -25,7 +25,7 @@ from memoryd.rules import changes, journal, review
 from memoryd.rules import compile as comp
 from memoryd.rules.evidence import EvidenceStore, file_of
 from memoryd.rules.fwrange import FwRangeError
-from memoryd.rules.models import RECOMMENDED_PREFIXES, Observation
+from memoryd.rules.models import Observation, unrecommended
 from memoryd.rules.ruleset import RuleSet
 from memoryd.rules.workspace import WorkspaceRules
 from memoryd.workspaces import Workspace
@@ -187,18 +187,11 @@ class RulesService:
         rules = wr.rules
         if not self.settings.watch:  # no watcher to report hand edits: look at the files every time
             await anyio.to_thread.run_sync(rules.reload)
-        generation = rules.generation
-        if wr.answers_generation != generation:
-            wr.answers, wr.answers_generation = {}, generation
-        key = (p.model_id, p.fw_version, p.instance_id)
-        cached = wr.answers.get(key)
-        if cached is not None:
-            return cached
         try:
-            answer = rules.resolve(p.model_id, p.fw_version, p.instance_id)
+            answer = rules.resolve(p.model_id, p.fw_version, p.instance_id)  # cached per rule-set generation
         except FwRangeError as exc:
             raise AppError("MEMORY_VERSION_INVALID", str(exc)) from exc
-        result = ResolveResult.model_validate(
+        return ResolveResult.model_validate(
             {
                 "model_id": p.model_id,
                 "fw_version": p.fw_version,
@@ -206,42 +199,33 @@ class RulesService:
                 "facts": answer.facts,
                 "trace": answer.trace,
                 "rules": answer.rules,
-                "generation": generation,
+                "generation": answer.generation,
                 "errors": rules.errors(),
             }
         )
-        if rules.generation == generation and wr.answers_generation == generation:
-            if len(wr.answers) >= 50_000:
-                wr.answers.clear()
-            wr.answers[key] = result
-        return result
 
     # --- audit and review ---------------------------------------------------------------------------------
 
-    async def search(self, ws: Workspace, p: m.RulesSearchParams) -> dict[str, Any]:
+    async def _read(self, ws: Workspace, work: Any, p: Any) -> dict[str, Any]:
+        """A read-only review call: in a worker thread (they scan every rule or read files), without the lock."""
         wr = await self._ready(ws)
-        result: dict[str, Any] = await anyio.to_thread.run_sync(review.search, wr, p)  # scans every rule
+        result: dict[str, Any] = await anyio.to_thread.run_sync(work, wr, p)
         return result
+
+    async def search(self, ws: Workspace, p: m.RulesSearchParams) -> dict[str, Any]:
+        return await self._read(ws, review.search, p)
 
     async def show(self, ws: Workspace, p: m.RuleRef) -> dict[str, Any]:
-        wr = await self._ready(ws)
-        result: dict[str, Any] = await anyio.to_thread.run_sync(review.show, wr, p)
-        return result
+        return await self._read(ws, review.show, p)
 
     async def diff(self, ws: Workspace, p: m.RulesDiffParams) -> dict[str, Any]:
-        wr = await self._ready(ws)
-        result: dict[str, Any] = await anyio.to_thread.run_sync(review.diff, wr, p)
-        return result
+        return await self._read(ws, review.diff, p)
 
     async def timeline(self, ws: Workspace, p: m.TimelineParams) -> dict[str, Any]:
-        wr = await self._ready(ws)
-        result: dict[str, Any] = await anyio.to_thread.run_sync(review.timeline, wr, p)
-        return result
+        return await self._read(ws, review.timeline, p)
 
     async def candidates(self, ws: Workspace, p: m.CandidatesListParams) -> dict[str, Any]:
-        wr = await self._ready(ws)
-        result: dict[str, Any] = await anyio.to_thread.run_sync(review.candidates, wr, p)
-        return result
+        return await self._read(ws, review.candidates, p)
 
     async def move_candidate(
         self, ws: Workspace, p: m.CandidateRef, action: Literal["promote", "reject"]
@@ -286,34 +270,26 @@ class RulesService:
         def work() -> list[dict[str, Any]]:
             wr.rules.reload()
             wr.evidence.refresh()
-            problems = []
-            for error in wr.rules.errors():
-                path, _, message = error.partition(": ")
-                problems.append({"severity": "error", "path": path, "line": None, "message": message or error})
-            for problem in wr.evidence.problems():
-                path, _, message = problem.partition(": ")
-                problems.append({"severity": "warning", "path": path, "line": None, "message": message})
+            problems: list[dict[str, Any]] = []
+
+            def add(severity: str, path: str, message: str) -> None:
+                problems.append({"severity": severity, "path": path, "line": None, "message": message})
+
+            for severity, found in (("error", wr.rules.errors()), ("warning", wr.evidence.problems())):
+                for problem in found:  # "path: what is wrong"
+                    path, _, message = problem.partition(": ")
+                    add(severity, path, message or problem)
             for loaded in wr.rules.all():
-                odd = sorted(k for k in loaded.rule.facts if k.split(".", 1)[0] not in RECOMMENDED_PREFIXES)
+                odd = unrecommended(loaded.rule.facts)
                 if odd:
-                    problems.append(
-                        {
-                            "severity": "warning",
-                            "path": loaded.path,
-                            "line": None,
-                            "message": f"{loaded.rule_id}: facts outside the recommended prefixes: {', '.join(odd)}",
-                        }
+                    add(
+                        "warning",
+                        loaded.path,
+                        f"{loaded.rule_id}: facts outside the recommended prefixes: {', '.join(odd)}",
                     )
                 for oid in loaded.rule.provenance.observation_ids:
                     if oid not in wr.evidence:
-                        problems.append(
-                            {
-                                "severity": "warning",
-                                "path": loaded.path,
-                                "line": None,
-                                "message": f"{loaded.rule_id}: provenance cites unknown observation {oid}",
-                            }
-                        )
+                        add("warning", loaded.path, f"{loaded.rule_id}: provenance cites unknown observation {oid}")
             return problems
 
         result: list[dict[str, Any]] = await anyio.to_thread.run_sync(work)
