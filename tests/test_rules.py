@@ -666,3 +666,27 @@ def test_rules_are_per_workspace_and_readable_with_get(daemon: Daemon, workspace
     with pytest.raises(RemoteError) as err:  # writes never take the owner's cross-workspace scope
         daemon.call("observe", {"workspace": ws, "scope": "all", "kind": "log", "text": "t", "source": "s"})
     assert err.value.data["name"] == "MEMORY_FORBIDDEN"
+
+
+def test_a_large_change_is_indexed_in_the_background(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    _root, ws = workspace
+    oid = observe(daemon, ws)
+    many = [rule(oid, rule_id=f"bulk-{n:03d}", facts={f"analysis.metric_{n:03d}": n}) for n in range(60)]
+    result = compiled(daemon, ws, *many)
+    assert len(result["writes"]) == 60  # more than are indexed inside the call
+    first = daemon.call("search", {"workspace": ws, "query": "analysis.metric_059"})
+    assert first["hits"] or first["stale"]  # found already, or the answer says the index is behind
+    hits = wait_for(lambda: daemon.call("search", {"workspace": ws, "query": "analysis.metric_059"})["hits"])
+    assert hits[0]["path"] == "spec/memory/profiles/KX-200/bulk-059.yaml"
+
+
+def test_without_a_watcher_resolve_reads_hand_edits_itself(daemon_factory: Any) -> None:
+    d: Daemon = daemon_factory(start=False)
+    d.env["MEMORYD_WATCH"] = "0"
+    d.start()
+    root = short_tmp("ws")
+    ws = d.call("workspace.add", {"path": str(root)})["workspace_id"]
+    compiled(d, ws, rule(observe(d, ws)))
+    path = root / PROFILE
+    path.write_text(path.read_text().replace("transport.uart.baud: 921600", "transport.uart.baud: 57600"))
+    assert resolve(d, ws, "1.2.3")["facts"]["transport.uart.baud"] == 57600  # no waiting: nothing else would notice
