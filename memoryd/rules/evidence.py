@@ -24,10 +24,6 @@ GLOBAL = "global"
 GLOBAL_FILE = "data/memory/observations.jsonl"
 
 
-def source_of(run_id: str | None) -> str:
-    return GLOBAL if run_id is None else f"run:{run_id}"
-
-
 def file_of(run_id: str | None) -> str:
     return GLOBAL_FILE if run_id is None else f"runs/{run_id}/observations.jsonl"
 
