@@ -311,7 +311,7 @@ IDENTISH = st.text(alphabet=st.sampled_from("aZé1 0_./:\\-串,(ǀ"), max_size=4
 def test_a_whole_document_indexes_as_its_chunks_one_by_one(lines: list[str], step: int) -> None:
     # any non-overlapping spans, with lines left out between them
     spans = [(lo, min(lo + step, len(lines))) for lo in range(0, len(lines), step + 1)]
-    expected = [index_fields("\n".join(lines[lo:hi])) for lo, hi in spans]
+    expected = [("\n".join(lines[lo:hi]), *index_fields("\n".join(lines[lo:hi]))) for lo, hi in spans]
     assert textindex.index_chunks(lines, spans) == expected
 
 

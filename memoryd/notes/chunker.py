@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from itertools import accumulate, islice, pairwise, repeat
+from itertools import compress, count, islice, pairwise, repeat
 from typing import Any, Literal
 
 import yaml
@@ -31,12 +31,11 @@ CHUNKER_VERSION = 3
 RuleKind = Literal["profile", "candidate", "override"]
 MAX_FACT_KEYS = 1000  # per rule: YAML aliases can make a small file name exponentially many keys
 
-# The lines that can matter, found by one regex over the whole text instead of a Python test per line:
-# CommonMark level-2 ATX headings (up to three spaces, "##", then a space, a tab or the end of the line) and
-# fences (up to three spaces, then at least three backticks or tildes, then an info string). It matches from the
-# line break before the line (the text gets one in front): sre finds a leading literal at C speed, where "^"
-# made it try every position (2.5× slower).
-_MARKER = re.compile(r"\n {0,3}(?:##(?:[ \t]|$)|(`{3,}|~{3,})(.*))", re.MULTILINE)
+# The lines that can matter: CommonMark level-2 ATX headings (up to three spaces, "##", then a space, a tab or the
+# end of the line) and fences (up to three spaces, then at least three backticks or tildes, then an info string).
+# Only a line starting with one of _LINE_STARTS can be one (the file's first line may start with a byte-order mark).
+_LINE_MARKER = re.compile(r" {0,3}(?:##(?:[ \t]|$)|(`{3,}|~{3,})(.*))")
+_LINE_STARTS = ("##", "`", "~", " ", "\ufeff")
 # What str.strip() removes, plus the byte-order mark an editor hides: a line of only these is blank.
 _BLANK = "".join(c for c in map(chr, range(0x3001)) if c.isspace()) + "\ufeff"
 # Line breaks to YAML but not to split_lines: with one of these, the parser's line numbers are not an editor's.
@@ -76,16 +75,18 @@ def _is_blank(line: str) -> bool:
 
 def _heading_lines(lines: list[str]) -> list[int]:
     """Indexes of the lines that start a ``## `` block, skipping fenced code."""
-    text = "\n" + "\n".join(lines).removeprefix("\ufeff")  # the mark does not move line numbers
-    if "```" not in text and "~~~" not in text:  # no fence, so every marker is a heading: skip the state machine
-        starts = [marker.start() for marker in _MARKER.finditer(text)]
-        return list(accumulate(map(text.count, repeat("\n"), [0, *starts], starts)))
     found: list[int] = []
     fence_char, fence_len = "", 0
-    index, last = 0, 0
-    for marker in _MARKER.finditer(text):
-        index += text.count("\n", last, marker.start())  # the line breaks before this one's
-        last = marker.start()
+    # only lines starting with one of _LINE_STARTS can be a heading or a fence: picked out in C, not tested one by one
+    for index in compress(count(), map(str.startswith, lines, repeat(_LINE_STARTS))):
+        line = lines[index]
+        if line[:2] == "##":  # the common case without a regex ("" is in every string: "##" alone is a heading)
+            if not fence_len and line[2:3] in " \t":
+                found.append(index)
+            continue
+        marker = _LINE_MARKER.match(line.removeprefix("\ufeff") if index == 0 else line)
+        if marker is None:
+            continue
         fence, info = marker[1], marker[2]
         if fence_len:
             if fence and fence[0] == fence_char and len(fence) >= fence_len and not info.strip():
@@ -130,6 +131,11 @@ def _spans(lines: list[str], blocks: list[tuple[int, str]], max_lines: int) -> l
     windows dropped."""
     spans: list[tuple[int, int, str]] = []
     for (start, heading), (end, _next) in pairwise(blocks):
+        if heading and end - start <= max_lines:  # the common case, inline: a block that starts with its heading
+            while not lines[end - 1].strip(_BLANK):  # stops at the heading at the latest
+                end -= 1
+            spans.append((start, end, heading))
+            continue
         for lo, hi in ((start, end),) if end - start <= max_lines else _windows(lines, start, end, max_lines):
             lo, hi = _trimmed(lines, lo, hi)
             if lo < hi:
@@ -145,7 +151,9 @@ def chunk_spans(lines: list[str], *, max_lines: int = 40) -> list[tuple[int, int
         raise ValueError("max_lines must be at least 1")
     starts = _heading_lines(lines)
     blocks = [] if starts and starts[0] == 0 else [(0, "")]
-    blocks += [(start, lines[start].removeprefix("\ufeff").strip()) for start in starts]
+    blocks += [(start, lines[start].strip()) for start in starts]
+    if starts and starts[0] == 0:
+        blocks[0] = (0, lines[0].removeprefix("\ufeff").strip())
     blocks.append((len(lines), ""))
     return _spans(lines, blocks, max_lines)
 

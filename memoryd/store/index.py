@@ -402,7 +402,8 @@ _INSERT_CHUNKS = (
     "FROM jsonb_each(jsonb(?2))"
 )
 _INSERT_FTS = (
-    "INSERT INTO chunks_fts(rowid, body, idents) SELECT ?1 + key + 1, value->>7, value->>8 FROM jsonb_each(jsonb(?2))"
+    "INSERT INTO chunks_fts(rowid, body, idents) "
+    "SELECT ?1 + key + 1, coalesce(value->>7, value->>4), value->>8 FROM jsonb_each(jsonb(?2))"
 )
 
 

@@ -46,8 +46,9 @@ TREES: tuple[tuple[str, Kind, tuple[str, ...]], ...] = (
 )
 SUFFIXES = (".md", *_YAML)
 
-# start_line, end_line, heading, text, text_digest, text_length, body, idents
-Prepared = tuple[int, int, str, str, str, int, str, str]
+# start_line, end_line, heading, text, text_digest, text_length, body (None: the text itself), idents
+Prepared = tuple[int, int, str, str, str, int, str | None, str]
+Row = tuple[int, int, int, str, str, str, int, str | None, str]  # doc_id, *Prepared
 PARALLEL_MIN_BYTES = 8 * 1024 * 1024
 PIPELINE_MIN_BYTES = 256 * 1024  # ~25 ms of preparation: less is not worth a thread
 PIPELINE_DEPTH = 32  # prepared files waiting for the inserting thread, at most
@@ -144,6 +145,17 @@ def _file_stat(real_root: Path, full: Path) -> os.stat_result | None:
 def prepare_text(rel: str, text: str, max_lines: int = 40) -> list[Prepared]:
     """Chunk one file (``rel``, relative to the workspace, says what kind) and compute its FTS fields: the
     CPU-heavy part of indexing (pure)."""
+    return [row[1:] for row in _rows(0, rel, text, max_lines)]
+
+
+def prepare_encoded(item: tuple[int, str, str], max_lines: int) -> tuple[int, bytes]:
+    """``(doc_id, rel, text)`` → how many chunks, and the JSON array of their rows, each ``[doc_id, *Prepared]``:
+    what the inserts take, and cheaper to pass between processes than tuples."""
+    rows = _rows(*item, max_lines)
+    return len(rows), orjson.dumps(rows)
+
+
+def _rows(doc_id: int, rel: str, text: str, max_lines: int) -> list[Row]:
     kind = file_kind(rel)
     if kind is None:
         raise ValueError(f"not an indexed file: {rel}")
@@ -151,29 +163,30 @@ def prepare_text(rel: str, text: str, max_lines: int = 40) -> list[Prepared]:
         lines = chunker.split_lines(text)
         spans = chunker.chunk_spans(lines, max_lines=max_lines)
         fields = textindex.index_chunks(lines, [(lo, hi) for lo, hi, _heading in spans])
-        chunks = [
-            (lo + 1, hi, heading, "\n".join(lines[lo:hi]), body, idents)
-            for (lo, hi, heading), (body, idents) in zip(spans, fields, strict=True)
+        return [
+            (
+                doc_id,
+                lo + 1,
+                hi,
+                heading,
+                chunk,
+                _text_digest(chunk),
+                len(chunk),
+                None if body == chunk else body,
+                idents,
+            )
+            for (lo, hi, heading), (chunk, body, idents) in zip(spans, fields, strict=True)
         ]
-    else:
-        chunks = []
-        for chunk in chunker.chunk_rules(text, kind, PurePosixPath(rel).stem, max_lines=max_lines):
-            # The heading is searched too, as a Markdown chunk's heading line is: it names the rule, the model
-            # and the layer, which then outrank a note that mentions them in passing.
-            body, idents = textindex.index_fields(f"{chunk.heading}\n{chunk.text}\n{chunk.summary}", chunk.identifiers)
-            chunks.append((chunk.start_line, chunk.end_line, chunk.heading, chunk.text, body, idents))
-    return [
-        (start, end, heading, chunk_text, _text_digest(chunk_text), len(chunk_text), body, idents)
-        for start, end, heading, chunk_text, body, idents in chunks
-    ]
-
-
-def prepare_encoded(item: tuple[int, str, str], max_lines: int) -> tuple[int, bytes]:
-    """``(doc_id, rel, text)`` → how many chunks, and the JSON array of their rows, each ``[doc_id, *Prepared]``:
-    what the inserts take, and cheaper to pass between processes than tuples."""
-    doc_id, rel, text = item
-    rows = prepare_text(rel, text, max_lines)
-    return len(rows), orjson.dumps([(doc_id, *row) for row in rows])
+    rows: list[Row] = []
+    for chunk in chunker.chunk_rules(text, kind, PurePosixPath(rel).stem, max_lines=max_lines):
+        # The heading is searched too, as a Markdown chunk's heading line is: it names the rule, the model and the
+        # layer, which then outrank a note that mentions them in passing.
+        body, idents = textindex.index_fields(f"{chunk.heading}\n{chunk.text}\n{chunk.summary}", chunk.identifiers)
+        digest = _text_digest(chunk.text)
+        rows.append(
+            (doc_id, chunk.start_line, chunk.end_line, chunk.heading, chunk.text, digest, len(chunk.text), body, idents)
+        )
+    return rows
 
 
 def pool_size(total_bytes: int, files: int) -> int:
