@@ -72,6 +72,9 @@ class Settings:
     watch: bool = _setting(True, "Watch workspace memory trees and reindex on change.")
     watch_debounce_ms: int = _setting(50, "Watcher debounce; edits are searchable within about this plus indexing.")
     reconcile_interval_s: float = _setting(30.0, "Safety-net rescan of every workspace, in seconds.")
+    merge_idle_s: float = _setting(
+        1.0, "After a full rebuild, its index segments are merged into one once no write came for this long."
+    )
     observe_max_bytes: int = _setting(256 * 1024, "Largest observation one observe call may store (its JSON line).")
     min_confidence: float = _setting(0.7, "Compile policy: items below this confidence are staged as candidates.")
     compile_max_observations: int = _setting(200, "Observations per compile request; more are split into chunks.")

@@ -123,14 +123,7 @@ def test_rebuild_and_incremental_sync(tmp_path: Path) -> None:
 
 def test_a_pipelined_rebuild_stores_what_preparation_gives(tmp_path: Path) -> None:
     root = tmp_path / "ws"
-    (root / "memory").mkdir(parents=True)
-    texts = {}
-    for day in range(1, 21):
-        entries = [f"## 2026-03-{day:02d} 10:{n:02d} — note\n- 串口超时 ERR_D{day}_{n} entry {n}\n" for n in range(60)]
-        texts[f"memory/2026-03-{day:02d}.md"] = "\n".join(entries) + "word " * 2000
-    for rel, text in texts.items():
-        (root / rel).write_text(text)
-    assert sum(len(t.encode()) for t in texts.values()) > PIPELINE_MIN_BYTES  # prepared in a worker thread
+    texts = daily_logs(root, 20)  # prepared in a worker thread
     index = NoteIndex(root, tmp_path / "index.sqlite")
     report = index.rebuild()
     expected = [(rel, *row[:4]) for rel in sorted(texts) for row in prepare_text(rel, texts[rel])]
@@ -142,6 +135,57 @@ def test_a_pipelined_rebuild_stores_what_preparation_gives(tmp_path: Path) -> No
     assert report.chunk_delta == index._chunk_count == len(expected)
     top = index.search(textindex.match_expression("ERR_D7_33") or "", 3)[0]
     assert (top.path, top.start_line) == ("memory/2026-03-07.md", 100)
+    index.close()
+
+
+def daily_logs(root: Path, days: int) -> dict[str, str]:
+    """Daily notes, together more than PIPELINE_MIN_BYTES: a rebuild prepares them in a worker thread."""
+    (root / "memory").mkdir(parents=True)
+    texts = {}
+    for day in range(1, days + 1):
+        entries = [f"## 2026-03-{day:02d} 10:{n:02d} — note\n- 串口超时 ERR_D{day}_{n} entry {n}\n" for n in range(60)]
+        texts[f"memory/2026-03-{day:02d}.md"] = "\n".join(entries) + "word " * 2000
+    for rel, text in texts.items():
+        (root / rel).write_text(text)
+    assert sum(len(t.encode()) for t in texts.values()) > PIPELINE_MIN_BYTES
+    return texts
+
+
+def test_a_rebuilds_segments_merge_into_one_in_steps_without_changing_an_answer(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    daily_logs(root, 20)
+    index = NoteIndex(root, tmp_path / "index.sqlite")
+    index.open()
+    queries = ["ERR_D7_33", "串口超时", "entry word", "2026-03-02 10:05"]
+
+    def answers() -> list[list[Hit]]:
+        return [index.search(textindex.match_expression(q) or "", 5) for q in queries]
+
+    for day in (1, 2):  # each sync that changes something adds a segment
+        (root / f"memory/2026-03-0{day}.md").write_text(f"## 2026-03-0{day} 11:00 — note\n- ERR_D7_33 again\n")
+        index.sync([f"memory/2026-03-0{day}.md"])
+    before = answers()
+    assert index.merge_pending and index.segments() > 2  # the rebuild's (one per statement) and the syncs'
+    steps = 1
+    while index.merge_step(pages=16):
+        steps += 1
+    assert (index.segments(), index.merge_pending, steps > 2) == (1, False, True)
+    assert answers() == before
+    assert not index.merge_step()  # nothing left: no work
+
+    # a write while merging adds a segment of its own; the merge that was started still finishes
+    index.rebuild()
+    for day in (1, 2):
+        (root / f"memory/2026-03-0{day}.md").write_text(f"## 2026-03-0{day} 12:00 — note\n- more\n")
+        index.sync([f"memory/2026-03-0{day}.md"])
+    assert index.merge_step(pages=16)
+    (root / "memory" / "2026-03-03.md").write_text("## 2026-03-03 11:00 — note\n- ZQXNEW arrived\n")
+    index.sync(["memory/2026-03-03.md"])
+    while index.merge_step(pages=16):
+        pass
+    assert index.segments() <= 2
+    assert [h.path for h in index.search("ZQXNEW", 5)] == ["memory/2026-03-03.md"]
+    assert (answers()[0][0].path, answers()[0][0].start_line) == ("memory/2026-03-07.md", 100)
     index.close()
 
 

@@ -68,6 +68,9 @@ class WorkspaceStatus(Wire):
     index_path: str
     files: int
     chunks: int
+    segments: int = Field(
+        description="FTS5 segments of the index; a search reads each. A rebuild's are merged into one once idle."
+    )
     dirty_files: list[str] = Field(description="Files whose mtime/size differ from the index (first 50).")
     dirty_count: int
     pending: list[str] = Field(description="Files the watcher reported and the indexer has not done yet.")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -177,6 +178,15 @@ class NotesService:
 
     async def _indexer(self, notes: WorkspaceNotes) -> None:
         while True:
+            if notes.index.merge_pending:
+                # A rebuild's segments are merged step by step once the index has had no writes for a while.
+                quiet = notes.index.last_write + self.settings.merge_idle_s - time.monotonic()
+                with anyio.move_on_after(max(quiet, 0.0)):
+                    await notes.wake.wait()
+                if not notes.wake.is_set():
+                    async with notes.write_lock:
+                        await anyio.to_thread.run_sync(notes.index.merge_step)
+                    continue
             await notes.wake.wait()
             notes.wake = anyio.Event()
             full, notes.full_rescan = notes.full_rescan, False
@@ -418,6 +428,7 @@ class NotesService:
                 notes.progress = None
             notes.pending.clear()
             notes.full_rescan = False
+        notes.wake.set()  # the indexer merges what a rebuild left once idle
         files, chunks = await anyio.to_thread.run_sync(notes.index.counts)
         return {
             "workspace_id": ws.id,
@@ -511,6 +522,7 @@ class NotesService:
         with anyio.move_on_after(5):
             await notes.opened.wait()
         files, chunks = await anyio.to_thread.run_sync(notes.index.counts)
+        segments = await anyio.to_thread.run_sync(notes.index.segments)
         dirty = await anyio.to_thread.run_sync(notes.index.dirty_files) if notes.opened.is_set() else []
         memory_ok = (ws.path / "memory").is_dir()
         recommended = None
@@ -527,6 +539,7 @@ class NotesService:
             "index_path": str(notes.index.db_path),
             "files": files,
             "chunks": chunks,
+            "segments": segments,
             "dirty_files": dirty[:50],
             "dirty_count": len(dirty),
             "pending": sorted(notes.pending)[:50],
