@@ -336,6 +336,8 @@ class NoteIndex:
         A query looks up each term in every segment: at 1 MB, targeted searches ran ~3× faster on one segment
         than on the five a rebuild leaves."""
         with self._write_lock:
+            if self._writer is None:
+                self.merge_pending = self._merging = False
             if not self.merge_pending or self._writer is None:
                 return False
             before = self._writer.total_changes()
@@ -343,7 +345,12 @@ class NoteIndex:
             # written meanwhile does not restart it (FTS5's documented way to optimize incrementally). Less than
             # two changes: nothing was left to merge.
             step = pages if self._merging else -pages
-            self._writer.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES('merge', ?)", (step,))
+            try:
+                self._writer.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES('merge', ?)", (step,))
+            except apsw.Error as exc:  # only search speed depends on it: give up, searches read every segment
+                log.warning("index_merge_failed", root_digest=_digest(str(self.root)), error=type(exc).__name__)
+                self.merge_pending = self._merging = False
+                return False
             self._merging = self._writer.total_changes() - before >= 2
             self.merge_pending = self._merging
             return self.merge_pending
