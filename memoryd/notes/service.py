@@ -428,7 +428,8 @@ class NotesService:
                 notes.progress = None
             notes.pending.clear()
             notes.full_rescan = False
-        notes.wake.set()  # the indexer merges what a rebuild left once idle
+        if report.rebuilt:
+            notes.wake.set()  # the indexer then merges the rebuild's segments once idle
         files, chunks = await anyio.to_thread.run_sync(notes.index.counts)
         return {
             "workspace_id": ws.id,
