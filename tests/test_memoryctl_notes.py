@@ -63,7 +63,7 @@ def test_index_validate_status_and_owner_view(daemon: Daemon) -> None:
     assert report["rebuilt"] is True and report["files"] == 1
     assert "ok" in daemon.memoryctl("validate", cwd=a).stdout
     status = daemon.memoryctl("status", cwd=a).stdout
-    assert "files 1, chunks" in status and "watching yes" in status
+    assert "files 1, chunks" in status and "segments 1" in status and "watching yes" in status
     everything = daemon.memoryctl("search", "--all", "KQZOWNER", cwd=a)
     assert everything.stdout.count("KQZOWNER") == 2 and "[ws_" in everything.stdout
     all_status = json.loads(daemon.memoryctl("--json", "status", "--all").stdout)["data"]

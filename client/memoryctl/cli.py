@@ -226,7 +226,7 @@ def _render_status(result: dict[str, Any]) -> str:
     for ws in workspaces:
         out.append(f"\nworkspace {ws['workspace_id']}  {ws['path']}")
         out.append(
-            f"  files {ws['files']}, chunks {ws['chunks']}, dirty {ws['dirty_count']}, "
+            f"  files {ws['files']}, chunks {ws['chunks']}, segments {ws.get('segments', '?')}, dirty {ws['dirty_count']}, "
             f"pending {len(ws['pending'])}, watching {'yes' if ws['watching'] else 'no'}"
         )
         out.append(
