@@ -121,6 +121,19 @@ def test_rebuild_and_incremental_sync(tmp_path: Path) -> None:
     assert NoteIndex(root, tmp_path / "state" / "index.sqlite").open() is None  # reusable as is
 
 
+def daily_logs(root: Path, days: int) -> dict[str, str]:
+    """Daily notes, together more than PIPELINE_MIN_BYTES: a rebuild prepares them in a worker thread."""
+    (root / "memory").mkdir(parents=True)
+    texts = {}
+    for day in range(1, days + 1):
+        entries = [f"## 2026-03-{day:02d} 10:{n:02d} — note\n- 串口超时 ERR_D{day}_{n} entry {n}\n" for n in range(60)]
+        texts[f"memory/2026-03-{day:02d}.md"] = "\n".join(entries) + "word " * 2000
+    for rel, text in texts.items():
+        (root / rel).write_text(text)
+    assert sum(len(t.encode()) for t in texts.values()) > PIPELINE_MIN_BYTES
+    return texts
+
+
 def test_a_pipelined_rebuild_stores_what_preparation_gives(tmp_path: Path) -> None:
     root = tmp_path / "ws"
     texts = daily_logs(root, 20)  # prepared in a worker thread
@@ -136,19 +149,6 @@ def test_a_pipelined_rebuild_stores_what_preparation_gives(tmp_path: Path) -> No
     top = index.search(textindex.match_expression("ERR_D7_33") or "", 3)[0]
     assert (top.path, top.start_line) == ("memory/2026-03-07.md", 100)
     index.close()
-
-
-def daily_logs(root: Path, days: int) -> dict[str, str]:
-    """Daily notes, together more than PIPELINE_MIN_BYTES: a rebuild prepares them in a worker thread."""
-    (root / "memory").mkdir(parents=True)
-    texts = {}
-    for day in range(1, days + 1):
-        entries = [f"## 2026-03-{day:02d} 10:{n:02d} — note\n- 串口超时 ERR_D{day}_{n} entry {n}\n" for n in range(60)]
-        texts[f"memory/2026-03-{day:02d}.md"] = "\n".join(entries) + "word " * 2000
-    for rel, text in texts.items():
-        (root / rel).write_text(text)
-    assert sum(len(t.encode()) for t in texts.values()) > PIPELINE_MIN_BYTES
-    return texts
 
 
 def test_a_rebuilds_segments_merge_into_one_in_steps_without_changing_an_answer(tmp_path: Path) -> None:
