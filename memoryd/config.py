@@ -73,7 +73,7 @@ class Settings:
     watch_debounce_ms: int = _setting(50, "Watcher debounce; edits are searchable within about this plus indexing.")
     reconcile_interval_s: float = _setting(30.0, "Safety-net rescan of every workspace, in seconds.")
     merge_idle_s: float = _setting(
-        1.0, "After a full rebuild, its index segments are merged into one once no write came for this long."
+        1.0, "After a full rebuild (or a start that finds several), index segments are merged once idle this long."
     )
     observe_max_bytes: int = _setting(256 * 1024, "Largest observation one observe call may store (its JSON line).")
     min_confidence: float = _setting(0.7, "Compile policy: items below this confidence are staged as candidates.")

@@ -186,6 +186,19 @@ def test_a_rebuilds_segments_merge_into_one_in_steps_without_changing_an_answer(
     assert index.segments() <= 2
     assert [h.path for h in index.search("ZQXNEW", 5)] == ["memory/2026-03-03.md"]
     assert (answers()[0][0].path, answers()[0][0].start_line) == ("memory/2026-03-07.md", 100)
+    # segments left when the daemon stopped are found at the next open and merged like a rebuild's
+    (root / "memory" / "2026-03-04.md").write_text("## 2026-03-04 11:00 — note\n- one more segment\n")
+    index.sync(["memory/2026-03-04.md"])
+    assert index.segments() >= 2
+    index.close()
+    reopened = NoteIndex(root, tmp_path / "index.sqlite")
+    assert reopened.open() is None and reopened.merge_pending
+    while reopened.merge_step():
+        pass
+    assert reopened.segments() == 1
+    reopened.close()
+    assert NoteIndex(root, tmp_path / "index.sqlite").open() is None  # one segment: nothing pending
+    index.open()
     index.rebuild()
     index.close()  # closed with a merge pending: nothing to do, and it says so (the indexer must not spin)
     assert (index.merge_step(), index.merge_pending) == (False, False)

@@ -69,7 +69,8 @@ class WorkspaceStatus(Wire):
     files: int
     chunks: int
     segments: int = Field(
-        description="FTS5 segments of the index; a search reads each. A rebuild's are merged into one once idle."
+        description="FTS5 segments of the index; a search reads each. Merged into one once idle after a rebuild "
+        "or a start that finds several."
     )
     dirty_files: list[str] = Field(description="Files whose mtime/size differ from the index (first 50).")
     dirty_count: int

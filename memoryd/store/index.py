@@ -130,7 +130,7 @@ class NoteIndex:
         self._df_basis = 0
         self.last_rebuild_reason: str | None = None
         self.last_write = time.monotonic()  # when a sync last changed the index, or it was rebuilt
-        self.merge_pending = False  # segments left by a rebuild, to merge (merge_step)
+        self.merge_pending = False  # segments to merge (merge_step): after a rebuild, or found at open
         self._merging = False
 
     # --- lifecycle ----------------------------------------------------------------------------------------
@@ -144,6 +144,9 @@ class NoteIndex:
                 self._rebuild_locked(reason)
             else:
                 self._open_connections()
+                # segments a rebuild left unmerged when the daemon stopped, or that writes added since: merged
+                # once idle, as after a rebuild
+                self.merge_pending, self._merging = self.segments() > 1, False
             return reason
 
     def close(self) -> None:
@@ -330,7 +333,8 @@ class NoteIndex:
         return report
 
     def merge_step(self, pages: int = MERGE_STEP_PAGES) -> bool:
-        """Merge a rebuild's FTS5 segments a step towards one: what ``optimize`` does at once, in steps of about
+        """Merge the index's FTS5 segments a step towards one (after a rebuild, or an open that found several):
+        what ``optimize`` does at once, in steps of about
         ``pages`` FTS pages, each holding the write lock briefly (~16 ms at 256 on the 50 MB index, 19 steps).
         Returns whether more remains.
 
