@@ -299,3 +299,46 @@ def test_a_chunk_that_starts_at_a_heading_is_named_after_it(text: str) -> None:
             assert first.strip() == chunk.heading
         else:
             assert chunk is chunks[0]  # only the preamble has no heading
+
+
+def reading_line_by_line(lines: list[str]) -> list[int]:
+    """An independent oracle for where ``## `` blocks start: each line read in turn, fences tracked as CommonMark
+    does (a fence closes on the same character, at least as long, with nothing after it)."""
+    starts: list[int] = []
+    fence = ""
+    for number, line in enumerate(lines):
+        if number == 0:
+            line = line.removeprefix("\ufeff")
+        indent = len(line) - len(line.lstrip(" "))
+        if indent > 3:
+            continue
+        rest = line[indent:]
+        marker = rest[:1] * (len(rest) - len(rest.lstrip(rest[:1]))) if rest[:1] in ("`", "~") else ""
+        if len(marker) >= 3:
+            info = rest[len(marker) :]
+            if not fence:
+                if not (marker[0] == "`" and "`" in info):
+                    fence = marker
+            elif marker[0] == fence[0] and len(marker) >= len(fence) and not info.strip():
+                fence = ""
+        elif not fence and rest.startswith("##") and (len(rest) == 2 or rest[2] in " \t"):
+            starts.append(number)
+    return starts
+
+
+FENCED_LINE = st.one_of(
+    st.sampled_from(
+        [
+            *("```", "````", "```py", "``` a`b", "~~~", "~~~~ x", "~~~ `", "  ```", "    ```", " ~~~", "``", "~~"),
+            *("## a", "##", "##\tb", "###", "#", "   ## c", "    ## d", "\ufeff## e", "##x", " ", "", "text `"),
+        ]
+    ),
+    st.text(alphabet=st.sampled_from("#`~ \tx\ufeff"), max_size=8),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(FENCED_LINE, max_size=40))
+def test_blocks_start_where_a_line_by_line_reading_says(lines: list[str]) -> None:
+    spans = chunk_spans(lines, max_lines=1000)  # no windows: each heading's block is one chunk starting at it
+    assert [lo for lo, _hi, heading in spans if heading] == reading_line_by_line(lines)
