@@ -334,9 +334,8 @@ class NoteIndex:
 
     def merge_step(self, pages: int = MERGE_STEP_PAGES) -> bool:
         """Merge the index's FTS5 segments a step towards one (after a rebuild, or an open that found several):
-        what ``optimize`` does at once, in steps of about
-        ``pages`` FTS pages, each holding the write lock briefly (~16 ms at 256 on the 50 MB index, 19 steps).
-        Returns whether more remains.
+        what ``optimize`` does at once, in steps of about ``pages`` FTS pages, each holding the write lock briefly
+        (~16 ms at 256 on the 50 MB index, 19 steps). Returns whether more remains.
 
         A query looks up each term in every segment: at 1 MB, targeted searches ran ~3× faster on one segment
         than on the five a rebuild leaves."""
