@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from memoryctl.rpc import ClientError, Connection
 
+from memoryd.store.prepare import PIPELINE_MIN_BYTES
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -152,3 +154,16 @@ def workspace(daemon: Daemon) -> Iterator[tuple[Path, str]]:
     result = daemon.call("workspace.add", {"path": str(path)})
     yield path, result["workspace_id"]
     shutil.rmtree(path, ignore_errors=True)
+
+
+def daily_logs(root: Path, days: int) -> dict[str, str]:
+    """Daily notes, together more than PIPELINE_MIN_BYTES: a rebuild prepares them in a worker thread."""
+    (root / "memory").mkdir(parents=True, exist_ok=True)
+    texts = {}
+    for day in range(1, days + 1):
+        entries = [f"## 2026-03-{day:02d} 10:{n:02d} — note\n- 串口超时 ERR_D{day}_{n} entry {n}\n" for n in range(60)]
+        texts[f"memory/2026-03-{day:02d}.md"] = "\n".join(entries) + "word " * 2000
+    for rel, text in texts.items():
+        (root / rel).write_text(text)
+    assert sum(len(t.encode()) for t in texts.values()) > PIPELINE_MIN_BYTES
+    return texts

@@ -17,8 +17,8 @@ import pytest
 
 from memoryd.notes import textindex
 from memoryd.store.index import Hit, NoteIndex
+from memoryd.store.prepare import batches as _batches
 from memoryd.store.prepare import (
-    PIPELINE_MIN_BYTES,
     file_kind,
     indexed_files,
     indexed_stats,
@@ -26,8 +26,7 @@ from memoryd.store.prepare import (
     prepare_many,
     prepare_text,
 )
-from memoryd.store.prepare import batches as _batches
-from tests.conftest import short_tmp
+from tests.conftest import daily_logs, short_tmp
 
 
 def test_parallel_preparation_equals_serial() -> None:
@@ -119,19 +118,6 @@ def test_rebuild_and_incremental_sync(tmp_path: Path) -> None:
     assert [(h.path, h.start_line, h.heading) for h in hits] == [("memory/b.md", 4, "## C")]
     index.close()
     assert NoteIndex(root, tmp_path / "state" / "index.sqlite").open() is None  # reusable as is
-
-
-def daily_logs(root: Path, days: int) -> dict[str, str]:
-    """Daily notes, together more than PIPELINE_MIN_BYTES: a rebuild prepares them in a worker thread."""
-    (root / "memory").mkdir(parents=True)
-    texts = {}
-    for day in range(1, days + 1):
-        entries = [f"## 2026-03-{day:02d} 10:{n:02d} — note\n- 串口超时 ERR_D{day}_{n} entry {n}\n" for n in range(60)]
-        texts[f"memory/2026-03-{day:02d}.md"] = "\n".join(entries) + "word " * 2000
-    for rel, text in texts.items():
-        (root / rel).write_text(text)
-    assert sum(len(t.encode()) for t in texts.values()) > PIPELINE_MIN_BYTES
-    return texts
 
 
 def test_a_pipelined_rebuild_stores_what_preparation_gives(tmp_path: Path) -> None:

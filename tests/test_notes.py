@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memoryctl.rpc import RemoteError
 
-from tests.conftest import Daemon, short_tmp, wait_for
+from tests.conftest import Daemon, daily_logs, short_tmp, wait_for
 
 
 def today_file(ws_path: Path) -> Path:
@@ -350,9 +350,7 @@ def test_a_full_index_answers_at_once_and_is_merged_into_one_segment_once_idle(
     daemon: Daemon, workspace: tuple[Path, str]
 ) -> None:
     path, ws = workspace
-    for day in range(1, 21):  # ~300 kB: prepared in a worker thread, inserted in several statements
-        entries = [f"## 2026-03-{day:02d} 10:{n:02d} — note\n- 串口超时 ERR_D{day}_{n} entry {n}\n" for n in range(60)]
-        (path / "memory" / f"2026-03-{day:02d}.md").write_text("\n".join(entries) + "word " * 2000)
+    daily_logs(path, 20)  # prepared in a worker thread, inserted in several statements
     daemon.call("index", {"workspace": ws, "full": True})
     hits = search(daemon, ws, "ERR_D7_33")["hits"]
     assert (hits[0]["path"], hits[0]["start_line"]) == ("memory/2026-03-07.md", 100)
