@@ -63,12 +63,25 @@ class Settings:
     max_line_bytes: int = _setting(8 * 1024 * 1024, "Longest request line accepted; longer lines get an error.")
     idle_timeout_s: float = _setting(300.0, "A connection idle this long (no complete request) is closed.")
     drain_timeout_s: float = _setting(10.0, "On SIGTERM, how long in-flight requests may take before exit.")
-    max_connections: int = _setting(512, "Concurrent connections; more wait in the listen backlog.")
+    max_connections: int = _setting(
+        512, "Concurrent connections; a client beyond them is answered MEMORY_BUSY and closed."
+    )
+    max_batch_members: int = _setting(1000, "Members of one JSON-RPC batch; a longer batch is refused whole.")
+    max_reply_bytes: int = _setting(
+        16 * 1024 * 1024, "Largest reply (or batch of replies) sent; a larger one is replaced by REPLY_TOO_LARGE."
+    )
+    send_timeout_s: float = _setting(30.0, "A client that does not read its reply for this long is disconnected.")
     remember_max_bytes: int = _setting(64 * 1024, "Largest text one remember call may store (UTF-8 bytes).")
     snippet_max_chars: int = _setting(700, "Default snippet length in search hits (a search may ask for 20..4000).")
     search_max_limit: int = _setting(100, "Largest `limit` a search may ask for.")
     get_max_lines: int = _setting(200, "Largest `lines` a get may ask for.")
     chunk_max_lines: int = _setting(40, "Long sections are split into windows of this many lines.")
+    index_max_file_bytes: int = _setting(
+        8 * 1024 * 1024, "Larger memory files are not indexed (status and validate name them)."
+    )
+    rule_max_file_bytes: int = _setting(
+        1024 * 1024, "Larger rule YAML files are not loaded (reported like a syntax error)."
+    )
     watch: bool = _setting(True, "Watch workspace memory trees and reindex on change.")
     watch_debounce_ms: int = _setting(50, "Watcher debounce; edits are searchable within about this plus indexing.")
     reconcile_interval_s: float = _setting(30.0, "Safety-net rescan of every workspace, in seconds.")

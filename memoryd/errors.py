@@ -212,6 +212,36 @@ _SPECS = [
         "Use a version like 1.2.3, 1.2, v1.2.3 or 1.3.0-rc.1 (docs/reference/rules.md).",
         1,
     ),
+    ErrorSpec(
+        "MEMORY_BUSY",
+        -32022,
+        "The daemon is at its connection limit",
+        "Close idle connections (or raise the max_connections setting) and try again.",
+        3,
+    ),
+    ErrorSpec(
+        "MEMORY_WORKSPACE_LOCKED",
+        -32023,
+        "Another memoryd holds this workspace's write lock",
+        "Stop the other daemon (error.data names its pid and socket) or use it; this one serves the workspace "
+        "read-only.",
+        1,
+    ),
+    ErrorSpec(
+        "MEMORY_FILE_REFUSED",
+        -32024,
+        "Not a file the daemon will read",
+        "Only regular files within the size limits are read (no FIFOs, devices or symlink loops); "
+        "see `memoryctl validate`.",
+        1,
+    ),
+    ErrorSpec(
+        "REPLY_TOO_LARGE",
+        -32025,
+        "Reply too large",
+        "Ask for less (a smaller limit or fewer batch members); replies are capped by the max_reply_bytes setting.",
+        1,
+    ),
 ]
 
 SPECS: dict[str, ErrorSpec] = {spec.name: spec for spec in _SPECS}

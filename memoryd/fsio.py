@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
@@ -145,3 +147,62 @@ def confine(root: Path, relative: str, *, suffixes: tuple[str, ...] = (".md",)) 
     if resolved.suffix.lower() not in suffixes:
         raise AppError("MEMORY_PATH_TRAVERSAL", f"Only {', '.join(suffixes)} files can be read here")
     return resolved
+
+
+class NotRegularFile(OSError):
+    """The path names something other than a regular file (FIFO, device, socket, directory), or a symlink that
+    loops or dangles: never opened for reading, so a FIFO cannot block a worker thread and a device cannot flood
+    memory."""
+
+
+class FileTooLarge(OSError):
+    """A regular file larger than the caller's limit; nothing of it was read."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"{size} bytes; the limit is {limit}")
+        self.size = size
+        self.limit = limit
+
+
+def read_regular(path: Path, max_bytes: int) -> bytes:
+    """The bytes of the regular file ``path`` (symlinks followed), read through one descriptor that is proved to
+    be a regular file before a byte is read.
+
+    Checked with ``stat`` before the open, opened with ``O_NONBLOCK`` (a FIFO swapped in after the stat then
+    opens at once instead of waiting for a writer) and checked again with ``fstat`` on that descriptor, so a path
+    swapped between the two cannot slip through. Raises
+    :class:`NotRegularFile` for anything but a regular file (symlink loops included), :class:`FileTooLarge` when
+    it holds more than ``max_bytes`` (also when it grows past that while being read: at most ``max_bytes`` + 1
+    bytes are ever read), and other ``OSError`` as they come.
+    """
+    try:
+        # stat first: opening a device can have effects of its own (a tape rewinds, a terminal becomes ours)
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    except NotRegularFile:
+        raise
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):  # loop; socket or FIFO without reader; directory
+            raise NotRegularFile(exc.errno, exc.strerror, str(path)) from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+        if info.st_size > max_bytes:
+            raise FileTooLarge(info.st_size, max_bytes)
+        chunks = []
+        remaining = max_bytes + 1
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > max_bytes:
+            raise FileTooLarge(len(data), max_bytes)
+        return data
+    finally:
+        os.close(fd)
