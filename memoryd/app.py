@@ -41,6 +41,8 @@ class App:
         self.owner = OwnerToken(settings.dirs.owner_token)
         self.registry = Registry(settings.dirs.registry)
         self.dispatcher = build_dispatcher()
+        self.dispatcher.max_batch_members = settings.max_batch_members
+        self.dispatcher.max_reply_bytes = settings.max_reply_bytes
         self.notes = NotesService(settings)
         self.rules = RulesService(settings, self.notes)
         self.notes.on_rules_changed = self.rules.files_changed
