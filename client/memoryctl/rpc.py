@@ -54,19 +54,32 @@ class Connection:
     def __init__(self, path: str, timeout: float) -> None:
         self.path = path
         self.timeout = timeout
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        try:
-            self.sock.connect(path)
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
-            self.sock.close()
-            raise unavailable(path, exc.strerror or type(exc).__name__) from None
-        except TimeoutError:
-            self.sock.close()
-            raise unavailable(path, "connect timed out") from None
-        except OSError as exc:
-            self.sock.close()
-            raise unavailable(path, exc.strerror or str(exc)) from None
+        deadline = time.monotonic() + timeout
+        delay = 0.005
+        while True:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(timeout)
+            try:
+                self.sock.connect(path)
+                break
+            except BlockingIOError:
+                # EAGAIN: the daemon's listen backlog is full (a burst of clients). Retry with backoff within
+                # the timeout instead of calling a busy daemon unavailable.
+                self.sock.close()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise unavailable(path, "listen backlog full; connect timed out") from None
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, 0.2)
+            except (FileNotFoundError, ConnectionRefusedError) as exc:
+                self.sock.close()
+                raise unavailable(path, exc.strerror or type(exc).__name__) from None
+            except TimeoutError:
+                self.sock.close()
+                raise unavailable(path, "connect timed out") from None
+            except OSError as exc:
+                self.sock.close()
+                raise unavailable(path, exc.strerror or str(exc)) from None
         self._buffer = b""
 
     def close(self) -> None:
