@@ -25,6 +25,7 @@ from memoryd.fsio import atomic_write, confine
 from memoryd.notes import chunker, daily, textindex
 from memoryd.store.index import Hit, NoteIndex, SyncReport
 from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
+from memoryd.tasks import task
 from memoryd.watch import WorkspaceWatcher
 from memoryd.workspaces import Workspace
 
@@ -101,7 +102,7 @@ class NotesService:
         notes = WorkspaceNotes(ws, NoteIndex(ws.path, db, chunk_max_lines=self.settings.chunk_max_lines))
         self._by_id[ws.id] = notes
         if self._tg is not None:
-            self._tg.start_soon(self._run, notes)
+            self._tg.start_soon(task("notes", self._run, notes, workspace_id=ws.id))
         return notes
 
     async def detach(self, ws: Workspace, *, drop_index: bool) -> None:
