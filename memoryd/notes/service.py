@@ -5,7 +5,6 @@ files or index. Blocking work (SQLite, file I/O) runs in worker threads.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import time
@@ -557,8 +556,12 @@ class NotesService:
 
 
 def rjieba_ok() -> bool:
-    with contextlib.suppress(Exception):
+    try:
         import rjieba
 
         return bool(rjieba.cut_for_search("串口超时"))
-    return False
+    except ImportError:
+        return False  # not installed: Chinese is searched by bigrams
+    except Exception:
+        log.warning("rjieba_probe_failed", exc_info=True)
+        return False
