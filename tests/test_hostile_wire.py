@@ -147,6 +147,26 @@ def test_a_client_beyond_max_connections_is_answered_busy_at_once(daemon_factory
     wait_for(lambda: d.call("ping"))
 
 
+def test_memoryctl_retries_briefly_when_every_slot_is_taken(
+    daemon_factory: Any, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = started(daemon_factory, home, max_connections=1)
+    held = Connection(str(d.socket), 10.0)
+    assert held.call("ping")
+    real_sleep = time.sleep
+    waits: list[float] = []
+
+    def slot_frees(seconds: float) -> None:  # the first back-off: the other client finishes
+        waits.append(seconds)
+        held.close()
+        real_sleep(seconds)
+
+    monkeypatch.setattr(client.time, "sleep", slot_frees)
+    with Connection(str(d.socket), 10.0) as conn:
+        assert conn.call("ping")["pong"]
+    assert waits  # it was answered MEMORY_BUSY first, then retried
+
+
 def test_memoryctl_retries_while_the_listen_backlog_is_full(monkeypatch: pytest.MonkeyPatch) -> None:
     directory = short_tmp("bl")
     path = str(directory / "s.sock")
