@@ -235,7 +235,7 @@ class Server:
         """Tell a client beyond max_connections why, then close. The client's request (if it sent one already) is
         read and dropped before closing, so its socket sees our answer rather than a reset."""
         try:
-            log.warning("busy_refused", open_connections=len(self.connections), limit=self.settings.max_connections)
+            log.info("busy_refused", open_connections=len(self.connections), limit=self.settings.max_connections)
             with anyio.move_on_after(_REFUSE_S):
                 await stream.send(
                     error_line("MEMORY_BUSY", limit=self.settings.max_connections, setting="max_connections")
