@@ -15,6 +15,7 @@ from memoryd.config import Settings
 from memoryd.notes.service import NotesService
 from memoryd.rpc import Context, Dispatcher
 from memoryd.rules.service import RulesService
+from memoryd.tasks import guarded, task
 from memoryd.workspaces import OwnerToken, Registry, Workspace
 
 log = structlog.get_logger("memoryd.app")
@@ -41,12 +42,18 @@ class App:
         self.owner = OwnerToken(settings.dirs.owner_token)
         self.registry = Registry(settings.dirs.registry)
         self.dispatcher = build_dispatcher()
+        self.dispatcher.max_batch_members = settings.max_batch_members
+        self.dispatcher.max_reply_bytes = settings.max_reply_bytes
         self.notes = NotesService(settings)
         self.rules = RulesService(settings, self.notes)
-        self.notes.on_rules_changed = self.rules.files_changed
+        self.notes.on_rules_changed = self._rules_changed
+
+    async def _rules_changed(self, ws: Workspace, paths: list[str] | None) -> None:
+        # A failing reload is logged and leaves the last good rules; it must not end the workspace's watcher.
+        await guarded("rules_reload", self.rules.files_changed, ws, paths, workspace_id=ws.id)
 
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
-        tg.start_soon(self._flush_logs)
+        tg.start_soon(task("log_flusher", self._flush_logs, restart=True))
         await self.notes.start(tg, self.registry.all())
         await self.rules.start(tg, self.registry.all())
 

@@ -242,6 +242,13 @@ _SPECS = [
         "Ask for less (a smaller limit or fewer batch members); replies are capped by the max_reply_bytes setting.",
         1,
     ),
+    ErrorSpec(
+        "BATCH_TOO_LARGE",
+        -32030,
+        "Batch has too many members",
+        "Send at most max_batch_members requests in one batch (error.data.limit); split it into several lines.",
+        5,
+    ),
 ]
 
 SPECS: dict[str, ErrorSpec] = {spec.name: spec for spec in _SPECS}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import atexit
 import logging
 import sys
+import threading
 import time
 from typing import Any
 
@@ -26,7 +27,8 @@ class BufferedBytesLogger:
     and errors, and on ``flush()`` (the daemon flushes on a timer and at exit).
 
     One write syscall per request line was a third of a ping's round trip; batching keeps "one summary line per
-    request" without paying for it on the hot path.
+    request" without paying for it on the hot path. Worker threads log too: one lock guards the buffer and the
+    write, so no line is lost or written twice when a thread writes while the loop flushes.
     """
 
     def __init__(self, stream: Any, max_delay_s: float = 0.05, max_bytes: int = 64 * 1024) -> None:
@@ -35,23 +37,29 @@ class BufferedBytesLogger:
         self._max_delay_s = max_delay_s
         self._max_bytes = max_bytes
         self._oldest = 0.0
+        self._lock = threading.Lock()
 
     def _write(self, message: bytes, urgent: bool) -> None:
-        if not self._buffer:
-            self._oldest = time.monotonic()
-        self._buffer += message
-        self._buffer += b"\n"
-        if urgent or len(self._buffer) >= self._max_bytes or time.monotonic() - self._oldest >= self._max_delay_s:
-            self.flush()
+        with self._lock:
+            if not self._buffer:
+                self._oldest = time.monotonic()
+            self._buffer += message
+            self._buffer += b"\n"
+            if urgent or len(self._buffer) >= self._max_bytes or time.monotonic() - self._oldest >= self._max_delay_s:
+                self._flush_locked()
 
     def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
         if self._buffer:
             data, self._buffer = bytes(self._buffer), bytearray()
             try:
                 self._stream.write(data)
                 self._stream.flush()
             except (OSError, ValueError):
-                pass
+                pass  # stderr closed or gone: there is nowhere left to log to
 
     def debug(self, message: bytes) -> None:
         self._write(message, False)

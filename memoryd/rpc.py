@@ -94,6 +94,8 @@ def _summarise(exc: ValidationError) -> list[dict[str, Any]]:
 class Dispatcher:
     methods: dict[str, Method[Any, Any]] = field(default_factory=dict)
     shutting_down: bool = False
+    max_batch_members: int = 1000
+    max_reply_bytes: int = 16 * 1024 * 1024
 
     def add(self, method: Method[Any, Any]) -> None:
         if method.name in self.methods:
@@ -111,7 +113,14 @@ class Dispatcher:
         return decorate
 
     async def handle_line(self, line: bytes, ctx: Context) -> bytes | None:
-        """One framed line in, one framed line out (or None when nothing is to be sent)."""
+        """One framed line in, one framed line out (or None when nothing is to be sent).
+
+        Each reply is serialised on its own, inside the error boundary, and measured: one over
+        ``max_reply_bytes`` is replaced by REPLY_TOO_LARGE for its id. A batch reply is joined from its members'
+        bytes, never built whole as objects first; once the members' replies reach ``max_reply_bytes`` the rest
+        are answered REPLY_TOO_LARGE. A batch longer than ``max_batch_members`` is refused whole before any member
+        runs.
+        """
         try:
             message = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -119,14 +128,39 @@ class Dispatcher:
         if isinstance(message, list):
             if not message:
                 return error_line("INVALID_REQUEST", "Invalid Request: empty batch")
-            replies = [r for r in [await self._handle_one(m, ctx) for m in message] if r is not None]
-            return orjson.dumps(replies) + b"\n" if replies else None
+            if len(message) > self.max_batch_members:
+                log.warning("batch_refused", members=len(message), limit=self.max_batch_members, conn=ctx.conn_id)
+                return error_line("BATCH_TOO_LARGE", members=len(message), limit=self.max_batch_members)
+            parts: list[bytes] = []
+            size = 2
+            for member in message:
+                reply = await self._handle_one(member, ctx)
+                if reply is None:
+                    continue
+                if size + len(reply) + 1 > self.max_reply_bytes:
+                    reply = self._too_large(reply, member, ctx, len(reply))
+                size += len(reply) + 1
+                parts.append(reply)
+            del message
+            return b"[" + b",".join(parts) + b"]\n" if parts else None
         reply = await self._handle_one(message, ctx)
-        return None if reply is None else orjson.dumps(reply) + b"\n"
+        if reply is None:
+            return None
+        if len(reply) + 1 > self.max_reply_bytes:
+            reply = self._too_large(reply, message, ctx, len(reply))
+        return reply + b"\n"
 
-    async def _handle_one(self, message: Any, ctx: Context) -> dict[str, Any] | None:
+    def _too_large(self, reply: bytes, member: Any, ctx: Context, size: int) -> bytes:
+        id_ = member.get("id") if isinstance(member, dict) else None
+        log.warning("reply_too_large", bytes=size, limit=self.max_reply_bytes, request_id=id_, conn=ctx.conn_id)
+        return orjson.dumps(
+            _response(id_, error=_error("REPLY_TOO_LARGE", reply_bytes=size, limit=self.max_reply_bytes))
+        )
+
+    async def _handle_one(self, message: Any, ctx: Context) -> bytes | None:
+        """One request in, its serialised reply out (None for a notification)."""
         if not isinstance(message, dict):
-            return _response(None, error=_error("INVALID_REQUEST"))
+            return orjson.dumps(_response(None, error=_error("INVALID_REQUEST")))
         id_ = message.get("id", _NO_ID)
         valid_id = id_ is _NO_ID or id_ is None or type(id_) in _ID_TYPES
         method_name = message.get("method")
@@ -138,11 +172,20 @@ class Dispatcher:
             or (params is not _NO_ID and type(params) not in _PARAMS_TYPES)
             or not _MEMBERS.issuperset(message)
         ):
-            return _response(id_ if valid_id and id_ is not _NO_ID else None, error=_error("INVALID_REQUEST"))
+            bad_id = id_ if valid_id and id_ is not _NO_ID else None
+            return orjson.dumps(_response(bad_id, error=_error("INVALID_REQUEST")))
         notification = id_ is _NO_ID
         started = time.perf_counter_ns()
         result, error = await self._call(method_name, params, ctx, id_)
-        outcome = _response(id_, result=result, error=error)
+        reply: bytes | None = None
+        if not notification:
+            try:
+                reply = orjson.dumps(_response(id_, result=result, error=error))
+            except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
+                # A result the wire cannot carry (an integer beyond 64 bits, a non-string key): a handler bug.
+                log.exception("unserialisable_result", method=method_name, request_id=id_, conn=ctx.conn_id)
+                error = _error("INTERNAL_ERROR")
+                reply = orjson.dumps(_response(id_, error=error))
         name = None if error is None else error["data"]["name"]
         logsetup.request(
             method_name if method_name in self.methods else "(unknown)",
@@ -151,7 +194,7 @@ class Dispatcher:
             None if notification else id_,
             ctx.conn_id,
         )
-        return None if notification else outcome
+        return reply
 
     async def _call(self, name: str, params: Any, ctx: Context, id_: Any) -> tuple[Any, dict[str, Any] | None]:
         """Returns (result, None) or (None, error object)."""
@@ -177,10 +220,10 @@ class Dispatcher:
         ctx.request_id = None if id_ is _NO_ID else id_
         try:
             result = await method.handler(ctx, model)
+            return result.model_dump(mode="json", exclude_none=True), None
         except Exception as exc:
             app_error = _first_app_error(exc)
             if app_error is not None:
                 return None, app_error.to_error()
             log.exception("internal_error", method=name, request_id=ctx.request_id)
             return None, _error("INTERNAL_ERROR")
-        return result.model_dump(mode="json", exclude_none=True), None

@@ -22,11 +22,16 @@ import anyio.abc
 import structlog
 
 from memoryd.config import Settings
+from memoryd.rpc import error_line
 from memoryd.transport import Connection, serve_connection
 
 log = structlog.get_logger("memoryd.server")
 
 SD_LISTEN_FDS_START = 3
+LISTEN_BACKLOG = 4096  # the kernel caps it at net.core.somaxconn
+_MAX_REFUSING = 64  # MEMORY_BUSY answers in progress at once; beyond them a client is closed without one
+_REFUSE_S = 1.0  # how long a MEMORY_BUSY answer may take (send it, read what the client sent)
+_REFUSE_READ_BYTES = 1 << 20
 
 
 class StartupError(Exception):
@@ -89,13 +94,27 @@ def systemd_socket() -> socket.socket | None:
 
 
 def _prepare_dir(directory: Path) -> None:
-    created = not directory.exists()
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """The socket's directory: created private (0700) when missing; an existing one is never changed (it may be
+    $HOME or /tmp), only checked: it must belong to us, and a group/world-writable one is logged."""
+    try:
+        directory.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        directory.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        directory.mkdir(mode=0o700)
+        os.chmod(directory, 0o700)  # mkdir's mode went through the umask
+    else:
+        os.chmod(directory, 0o700)  # mkdir's mode went through the umask
+        return
     info = directory.stat()
+    if not stat.S_ISDIR(info.st_mode):
+        raise StartupError(f"{directory} is not a directory; choose another socket path")
     if info.st_uid != os.getuid():
         raise StartupError(f"{directory} belongs to another user; choose another socket path")
-    if created or stat.S_IMODE(info.st_mode) != 0o700:
-        os.chmod(directory, 0o700)
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o022:
+        log.warning("socket_dir_writable_by_others", directory=str(directory), mode=oct(mode))
 
 
 def bind_socket(path: Path) -> socket.socket:
@@ -133,7 +152,7 @@ def bind_socket(path: Path) -> socket.socket:
     finally:
         os.umask(old_umask)
     os.chmod(path, 0o600)
-    sock.listen(512)
+    sock.listen(LISTEN_BACKLOG)
     return sock
 
 
@@ -144,6 +163,7 @@ class Server:
     draining: anyio.Event = field(default_factory=anyio.Event)
     connections: dict[int, Connection] = field(default_factory=dict)
     _next_conn: int = 0
+    _refusing: int = 0  # clients beyond max_connections being answered MEMORY_BUSY right now
     _owned_socket: tuple[int, int] | None = None  # (st_dev, st_ino) of the socket we bound, to remove on exit
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> int:
@@ -177,8 +197,10 @@ class Server:
                 self.app.stop_background()
                 tg.cancel_scope.cancel()
         finally:
-            with contextlib.suppress(Exception):
+            try:
                 await listener.aclose()
+            except Exception:
+                log.warning("listener_close_failed", exc_info=True)
             await self.app.aclose()
             self._remove_socket()
         log.info("stopped")
@@ -187,27 +209,48 @@ class Server:
     async def _accept(
         self, listener: anyio.abc.SocketListener, tg: anyio.abc.TaskGroup, scope: anyio.CancelScope
     ) -> None:
-        # At most max_connections at once; further clients wait in the listen backlog.
-        slots = anyio.Semaphore(self.settings.max_connections)
+        # At most max_connections served at once. A client beyond them is accepted, answered MEMORY_BUSY at once
+        # and closed: waiting in the listen backlog behind held connections told it nothing for minutes.
         with scope:
             while True:
-                await slots.acquire()
                 try:
                     stream = await listener.accept()
                 except OSError as exc:  # EMFILE and friends: back off, keep serving the others
-                    slots.release()
                     log.warning("accept_failed", error=exc.strerror)
                     await anyio.sleep(0.05)
                     continue
-                except BaseException:
-                    slots.release()
-                    raise
+                if len(self.connections) >= self.settings.max_connections:
+                    if self._refusing < _MAX_REFUSING:
+                        self._refusing += 1
+                        tg.start_soon(self._refuse, stream)
+                    else:  # a flood: close at once (the client sees the connection closed)
+                        await _close(stream)
+                    continue
                 self._next_conn += 1
                 conn = Connection(self._next_conn)
-                tg.start_soon(self._connection, stream, conn, slots)
+                self.connections[conn.conn_id] = conn
+                tg.start_soon(self._connection, stream, conn)
 
-    async def _connection(self, stream: anyio.abc.SocketStream, conn: Connection, slots: anyio.Semaphore) -> None:
-        self.connections[conn.conn_id] = conn
+    async def _refuse(self, stream: anyio.abc.SocketStream) -> None:
+        """Tell a client beyond max_connections why, then close. The client's request (if it sent one already) is
+        read and dropped before closing, so its socket sees our answer rather than a reset."""
+        try:
+            log.info("busy_refused", open_connections=len(self.connections), limit=self.settings.max_connections)
+            with anyio.move_on_after(_REFUSE_S):
+                await stream.send(
+                    error_line("MEMORY_BUSY", limit=self.settings.max_connections, setting="max_connections")
+                )
+                await stream.send_eof()
+                received = 0
+                while received < _REFUSE_READ_BYTES:
+                    received += len(await stream.receive())
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass  # the client went away first: nothing to tell it
+        finally:
+            self._refusing -= 1
+            await _close(stream)
+
+    async def _connection(self, stream: anyio.abc.SocketStream, conn: Connection) -> None:
         try:
             with conn.scope:
                 await serve_connection(
@@ -217,14 +260,16 @@ class Server:
                     max_line_bytes=self.settings.max_line_bytes,
                     idle_timeout_s=self.settings.idle_timeout_s,
                     draining=self.draining,
+                    send_timeout_s=self.settings.send_timeout_s,
                 )
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
-            pass
+            pass  # the client went away: an ordinary end of a connection
+        except Exception:
+            # Last resort: whatever escaped the dispatcher's boundary ends this connection only, never the daemon.
+            log.exception("connection_failed", conn=conn.conn_id, busy=conn.busy)
         finally:
             self.connections.pop(conn.conn_id, None)
-            slots.release()
-            with contextlib.suppress(Exception):
-                await stream.aclose()
+            await _close(stream)
 
     async def _drain(self) -> None:
         """Finish in-flight requests (bounded by drain_timeout_s); close idle connections right away."""
@@ -260,3 +305,10 @@ class Server:
             if (info.st_dev, info.st_ino) == self._owned_socket:
                 self.settings.socket.unlink()
         self._owned_socket = None
+
+
+async def _close(stream: anyio.abc.SocketStream) -> None:
+    try:
+        await stream.aclose()
+    except Exception:
+        log.warning("close_failed", exc_info=True)

@@ -3,6 +3,11 @@
 One JSON value per line, UTF-8. A line over ``max_line_bytes`` is answered with REQUEST_TOO_LARGE and skipped up
 to its newline; the connection (and everyone else) keeps being served. Requests on one connection are answered in
 order; a slow or idle client holds only its own connection.
+
+Bytes in flight per connection are bounded: one partial request line (``max_line_bytes``), the kernel's socket
+buffers, and one reply (``max_reply_bytes``, capped by the dispatcher) that is being sent. Reading stops while a
+request is handled and its reply sent, so a client that pipelines without reading stalls only itself; one that
+has not taken its reply within ``send_timeout_s`` is disconnected (the transport aborted, its reply freed).
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ async def serve_connection(
     max_line_bytes: int,
     idle_timeout_s: float,
     draining: anyio.Event,
+    send_timeout_s: float = 30.0,
 ) -> None:
     raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
     try:
@@ -98,7 +104,10 @@ async def serve_connection(
                         continue
                     if len(buffer) + len(piece) > max_line_bytes:
                         buffer.clear()
-                        await stream.send(error_line("REQUEST_TOO_LARGE", limit=max_line_bytes))
+                        if not await _send(
+                            stream, error_line("REQUEST_TOO_LARGE", limit=max_line_bytes), conn, send_timeout_s
+                        ):
+                            return
                         continue
                     if buffer:
                         buffer += piece
@@ -113,7 +122,10 @@ async def serve_connection(
                     try:
                         reply = await handle(line, uid, conn.conn_id)
                         if reply is not None:
-                            await stream.send(reply)
+                            sent = await _send(stream, reply, conn, send_timeout_s)
+                            del reply
+                            if not sent:
+                                return
                     finally:
                         conn.busy = False
                     idle.deadline = anyio.current_time() + idle_timeout_s
@@ -124,6 +136,19 @@ async def serve_connection(
                     if len(buffer) > max_line_bytes:
                         buffer.clear()
                         discarding = True
-                        await stream.send(error_line("REQUEST_TOO_LARGE", limit=max_line_bytes))
+                        if not await _send(
+                            stream, error_line("REQUEST_TOO_LARGE", limit=max_line_bytes), conn, send_timeout_s
+                        ):
+                            return
         if idle.cancelled_caught:
             log.debug("idle_close", conn=conn.conn_id)
+
+
+async def _send(stream: anyio.abc.SocketStream, data: bytes, conn: Connection, timeout_s: float) -> bool:
+    """Send one reply; False (and the caller closes the connection, which aborts the transport and frees what is
+    still queued) when the client has not taken it within ``timeout_s``."""
+    with anyio.move_on_after(timeout_s):
+        await stream.send(data)
+        return True
+    log.warning("send_timeout", conn=conn.conn_id, bytes=len(data), timeout_s=timeout_s)
+    return False

@@ -213,3 +213,16 @@ async def test_wrong_version_and_extra_members_are_invalid() -> None:
         '{"jsonrpc": "2.0", "method": "get_data", "params": 5, "id": 1}',
     ):
         assert strip_data(await call(line)) == {"jsonrpc": "2.0", "error": {"code": -32600}, "id": 1}
+
+
+async def test_a_result_the_wire_cannot_carry_is_an_internal_error_for_its_id() -> None:
+    d = example_dispatcher()
+
+    @d.register("huge", NoParams, Anything)
+    async def huge(ctx: Context, p: NoParams) -> Anything:
+        return Anything({"x": 2**64 + 1})  # valid JSON, beyond what orjson serialises
+
+    line = b'[{"jsonrpc":"2.0","method":"huge","id":1},{"jsonrpc":"2.0","method":"get_data","id":2}]'
+    replies = orjson.loads(await d.handle_line(line, Context(app=None)) or b"")
+    assert replies[0]["id"] == 1 and replies[0]["error"]["data"]["name"] == "INTERNAL_ERROR"
+    assert replies[1] == {"jsonrpc": "2.0", "result": ["hello", 5], "id": 2}

@@ -63,3 +63,41 @@ def test_level_filters_request_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     logsetup.request("ping", 0.01, None, 1, 1)
     logsetup.flush()
     assert stream.buffer.getvalue() == b""
+
+
+def test_lines_from_eight_threads_arrive_exactly_once_while_the_loop_flushes() -> None:
+    """Worker threads log while the loop's timer flushes: no line lost, none written twice."""
+    import threading
+
+    raw = io.BytesIO()
+    logger = logsetup.BufferedBytesLogger(raw, max_delay_s=3600.0, max_bytes=512)  # writers flush too
+    per_thread, threads_n = 5000, 8
+    done = threading.Event()
+
+    def writer(t: int) -> None:
+        for n in range(per_thread):
+            logger.info(b'{"t":%d,"n":%d}' % (t, n))
+
+    def flusher() -> None:
+        while not done.is_set():
+            logger.flush()
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: the race shows within a run
+    try:
+        flushing = threading.Thread(target=flusher)
+        flushing.start()
+        writers = [threading.Thread(target=writer, args=(t,)) for t in range(threads_n)]
+        for w in writers:
+            w.start()
+        for w in writers:
+            w.join()
+        done.set()
+        flushing.join()
+    finally:
+        sys.setswitchinterval(old)
+    logger.flush()
+    lines = raw.getvalue().splitlines()
+    seen = {(m["t"], m["n"]) for m in map(json.loads, lines)}
+    assert len(lines) == threads_n * per_thread
+    assert seen == {(t, n) for t in range(threads_n) for n in range(per_thread)}

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 _ids = itertools.count(1)
+BUSY_RETRY_S = 1.0  # how long a call answered MEMORY_BUSY (every connection slot taken) is retried
 
 
 class ClientError(Exception):
@@ -54,19 +55,37 @@ class Connection:
     def __init__(self, path: str, timeout: float) -> None:
         self.path = path
         self.timeout = timeout
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        try:
-            self.sock.connect(path)
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
-            self.sock.close()
-            raise unavailable(path, exc.strerror or type(exc).__name__) from None
-        except TimeoutError:
-            self.sock.close()
-            raise unavailable(path, "connect timed out") from None
-        except OSError as exc:
-            self.sock.close()
-            raise unavailable(path, exc.strerror or str(exc)) from None
+        self._answered = False  # a reply arrived on this connection (a MEMORY_BUSY one comes first, or never)
+        self._connect()
+
+    def _connect(self) -> None:
+        path, timeout = self.path, self.timeout
+        deadline = time.monotonic() + timeout
+        delay = 0.005
+        while True:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(timeout)
+            try:
+                self.sock.connect(path)
+                break
+            except BlockingIOError:
+                # EAGAIN: the daemon's listen backlog is full (a burst of clients). Retry with backoff within
+                # the timeout instead of calling a busy daemon unavailable.
+                self.sock.close()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise unavailable(path, "listen backlog full; connect timed out") from None
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, 0.2)
+            except (FileNotFoundError, ConnectionRefusedError) as exc:
+                self.sock.close()
+                raise unavailable(path, exc.strerror or type(exc).__name__) from None
+            except TimeoutError:
+                self.sock.close()
+                raise unavailable(path, "connect timed out") from None
+            except OSError as exc:
+                self.sock.close()
+                raise unavailable(path, exc.strerror or str(exc)) from None
         self._buffer = b""
 
     def close(self) -> None:
@@ -81,6 +100,23 @@ class Connection:
     def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
         request = {"jsonrpc": "2.0", "method": method, "params": params or {}, "id": next(_ids)}
         line = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        busy_until = time.monotonic() + min(BUSY_RETRY_S, self.timeout)
+        delay = 0.01
+        while True:
+            try:
+                return self._call(method, line)
+            except RemoteError as exc:
+                # All connection slots taken: in a burst they free within milliseconds, so retry briefly; when
+                # they are held, report MEMORY_BUSY (it names the limit) rather than wait out the timeout.
+                slots = exc.name == "MEMORY_BUSY" and exc.data.get("setting") == "max_connections"
+                if not slots or self._answered or time.monotonic() + delay > busy_until:
+                    raise
+            self.sock.close()
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+            self._connect()
+
+    def _call(self, method: str, line: bytes) -> Any:
         try:
             self.sock.sendall(line)
             reply = self._read_line()
@@ -100,7 +136,11 @@ class Connection:
         if not isinstance(message, dict):
             raise ClientError("PROTOCOL_ERROR", "memoryd sent an unexpected reply", "Update memoryd.", 5)
         if "error" in message:
-            raise RemoteError(message["error"])
+            error = RemoteError(message["error"])
+            if error.name != "MEMORY_BUSY":
+                self._answered = True
+            raise error
+        self._answered = True
         return message.get("result")
 
     def _read_line(self) -> bytes:

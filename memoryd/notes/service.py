@@ -5,7 +5,6 @@ files or index. Blocking work (SQLite, file I/O) runs in worker threads.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import time
@@ -25,6 +24,7 @@ from memoryd.fsio import atomic_write, confine
 from memoryd.notes import chunker, daily, textindex
 from memoryd.store.index import Hit, NoteIndex, SyncReport
 from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
+from memoryd.tasks import task
 from memoryd.watch import WorkspaceWatcher
 from memoryd.workspaces import Workspace
 
@@ -101,7 +101,7 @@ class NotesService:
         notes = WorkspaceNotes(ws, NoteIndex(ws.path, db, chunk_max_lines=self.settings.chunk_max_lines))
         self._by_id[ws.id] = notes
         if self._tg is not None:
-            self._tg.start_soon(self._run, notes)
+            self._tg.start_soon(task("notes", self._run, notes, workspace_id=ws.id))
         return notes
 
     async def detach(self, ws: Workspace, *, drop_index: bool) -> None:
@@ -556,8 +556,12 @@ class NotesService:
 
 
 def rjieba_ok() -> bool:
-    with contextlib.suppress(Exception):
+    try:
         import rjieba
 
         return bool(rjieba.cut_for_search("串口超时"))
-    return False
+    except ImportError:
+        return False  # not installed: Chinese is searched by bigrams
+    except Exception:
+        log.warning("rjieba_probe_failed", exc_info=True)
+        return False

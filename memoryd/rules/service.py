@@ -28,6 +28,7 @@ from memoryd.rules.fwrange import FwRangeError
 from memoryd.rules.models import Observation, unrecommended
 from memoryd.rules.ruleset import RuleSet
 from memoryd.rules.workspace import WorkspaceRules
+from memoryd.tasks import task
 from memoryd.workspaces import Workspace
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ class RulesService:
         wr = WorkspaceRules(ws, EvidenceStore(ws.path), RuleSet(ws.path))
         self._by_id[ws.id] = wr
         if self._tg is not None:
-            self._tg.start_soon(self._open, wr)
+            self._tg.start_soon(task("rules_open", self._open, wr, workspace_id=ws.id))
         return wr
 
     def detach(self, ws: Workspace) -> None:
