@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +14,7 @@ from typing import Any
 import pytest
 from memoryctl.rpc import RemoteError
 
-from tests.conftest import Daemon, daemon_env, short_tmp
+from tests.conftest import Daemon, daemon_env, short_tmp, wait_for
 
 
 @pytest.fixture
@@ -130,3 +133,44 @@ def test_path_references_follow_registry_changes(daemon: Daemon, project: Path) 
     with pytest.raises(RemoteError) as info:
         daemon.call("status", {"workspace": str(deep)})
     assert info.value.name == "MEMORY_WORKSPACE_NOT_FOUND"
+
+
+class ProbedDaemon(Daemon):
+    """The real daemon, run through tests/loop_probe.py: file-system calls on its event-loop thread are logged."""
+
+    def start(self, *extra: str, wait: bool = True) -> Daemon:
+        self._log_handle = open(self.log, "ab")  # noqa: SIM115 - closed in stop()
+        probe = Path(__file__).with_name("loop_probe.py")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(probe), "serve", *extra],
+            env=self.env,
+            stdout=self._log_handle,
+            stderr=self._log_handle,
+            stdin=subprocess.DEVNULL,
+        )
+        if wait:
+            self.wait_ready()
+        return self
+
+
+def test_registration_and_workspace_calls_do_no_file_work_on_the_event_loop(home: Path, project: Path) -> None:
+    out = home / "probe.log"
+    env = daemon_env(home) | {
+        "MEMORYD_PROBE_PREFIXES": os.pathsep.join([str(project), str(home / "config")]),
+        "MEMORYD_PROBE_OUT": str(out),
+        "MEMORYD_WATCH_POLLING": "1",
+    }
+    d = ProbedDaemon(home, env).start()
+    try:
+        start = out.stat().st_size if out.exists() else 0
+        ws = d.call("workspace.add", {"path": str(project), "name": "探针"})["workspace_id"]
+        d.call("remember", {"workspace": ws, "text": "a note 串口"})
+        (project / "memory" / "sub").mkdir()
+        (project / "memory" / "sub" / "b.md").write_text("## B\n- ERR_PROBE_1\n")
+        wait_for(lambda: d.call("search", {"workspace": ws, "query": "ERR_PROBE_1"})["hits"])
+        d.call("status", {"workspace": str(project / "memory")})
+        d.call("workspace.remove", {"workspace": ws, "owner_token": d.owner_token()})
+    finally:
+        d.stop()
+    on_loop = out.read_text()[start:].splitlines() if out.exists() else []
+    assert on_loop == []
