@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -67,7 +66,6 @@ class App:
                 "pid": self.pid,
                 "socket": str(self.settings.socket),
                 "home": None if self.settings.dirs.home is None else str(self.settings.dirs.home),
-                "since": datetime.now(UTC).isoformat(timespec="seconds"),
             }
             lock = self.locks[ws.id] = WorkspaceLock(ws.path, me)
         return lock

@@ -20,6 +20,7 @@ import os
 import stat
 import threading
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +45,9 @@ class Holder:
 
 class WorkspaceLock:
     def __init__(self, root: Path, me: dict[str, Any]) -> None:
+        """``me``: what the holder notes in the file (pid, socket, home); ``since`` is added when it takes it."""
         self.path = root / LOCK_REL
-        self._me = orjson.dumps(me) + b"\n"
+        self._me = me
         self._fd: int | None = None
         self._mutex = threading.Lock()
 
@@ -77,7 +79,8 @@ class WorkspaceLock:
                 return False
             try:
                 os.ftruncate(fd, 0)
-                os.pwrite(fd, self._me, 0)
+                note = {**self._me, "since": datetime.now(UTC).isoformat(timespec="seconds")}
+                os.pwrite(fd, orjson.dumps(note) + b"\n", 0)
             except OSError as exc:  # the lock is what matters; the note of who holds it is a courtesy
                 log.warning("workspace_lock_note_failed", path=str(self.path), error=exc.strerror)
             self._fd = fd
