@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from memoryctl.rpc import RemoteError
 
@@ -124,3 +125,28 @@ def test_the_lock_file_is_invisible_to_search_get_and_validate(pair: tuple[Daemo
     assert not [h for h in hits(a, ws, "pid socket since") if "lock" in h["path"]]
     with pytest.raises(RemoteError):
         a.call("get", {"workspace": ws, "path": "memory/.memoryd.lock"})
+
+
+def test_only_the_holder_recovers_interrupted_changes(pair: tuple[Daemon, Daemon], project: Path) -> None:
+    """An intent journal belongs to the daemon that holds the lock (it may be mid-change): the read-only daemon
+    leaves it alone at start, and finishes it when it takes the lock over."""
+    a, b = pair
+    a.start()
+    ws = a.call("workspace.add", {"path": str(project)})["workspace_id"]
+    wait_for(lambda: a.call("status", {"workspace": ws})["workspaces"][0].get("rules"))  # A's start-up is done
+    journal = project / "data" / "memory" / "journal" / "run_interrupted.json"
+    journal.parent.mkdir(parents=True)
+    history = {"ts": "2026-01-01T00:00:00+00:00", "op": "compile.apply", "run_id": "run_interrupted", "changes": []}
+    writes = [{"path": "memory/recovered.md", "content": "## Recovered\n- 恢复\n"}]
+    journal.write_bytes(orjson.dumps({"run_id": "run_interrupted", "history": history, "writes": writes}))
+
+    b.start()
+    b.call("workspace.add", {"path": str(project)})
+    wait_for(lambda: b.call("status", {"workspace": ws})["workspaces"][0].get("rules"))
+    assert journal.exists() and not (project / "memory" / "recovered.md").exists()
+
+    a.stop(signal.SIGKILL)
+    b.call("remember", {"workspace": ws, "text": "first write after the takeover"})
+    assert not journal.exists()
+    assert (project / "memory" / "recovered.md").read_text() == "## Recovered\n- 恢复\n"
+    assert "run_interrupted" in b.call("status", {"workspace": ws})["workspaces"][0]["rules"]["recovered"]
