@@ -25,7 +25,12 @@ Design and trade-offs
   its constructor arms the watches synchronously, so ``task_status.started()`` and the post-arm snapshot
   are race-free (``awatch`` arms lazily inside its first ``__anext__``); the timeout can vary per call; and
   the blocking ``watch()`` call runs on a private one-thread ``CapacityLimiter`` instead of holding one of
-  anyio's 40 shared worker threads per workspace. Stopping always goes through ``stop_event`` (checked
+  anyio's 40 shared worker threads per workspace.
+* **Nothing blocking on the event loop.** Looking for the roots (stat), arming (RustNotify's constructor adds
+  the inotify watches synchronously), rescans (``os.walk`` + stat) and expanding events (stat, walks of new
+  directories) all run on that same private thread, one at a time, so the snapshot map needs no lock. With
+  polling on a 3,000-file tree the rescan takes tens of milliseconds every 200 ms; on the loop that was the
+  worst-case latency of every request. Stopping always goes through ``stop_event`` (checked
   every ``step`` ms), never through thread cancellation, which takes 4-5 s.
 * **Polling is ours, not watchfiles'.** notify's poll watcher compares mtimes at one-second resolution and
   misses same-second rewrites (measured: ``echo >> f`` twice in a second, editor replace right after
@@ -40,6 +45,7 @@ import os
 import stat
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -51,6 +57,7 @@ __all__ = ["ChangeCallback", "WorkspaceWatcher"]
 ChangeCallback = Callable[[set[Path]], Awaitable[None]]
 _Sig = tuple[int, int, int]
 _Ident = tuple[int, int]
+_T = TypeVar("_T")
 
 log = structlog.get_logger(__name__)
 
@@ -133,10 +140,12 @@ class WorkspaceWatcher:
         self._reconcile_interval_s = reconcile_interval_s
         self._reconcile = reconcile
         self._polling = os.environ.get(POLLING_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
-        self._known: dict[Path, _Sig] = {}
+        self._known: dict[str, _Sig] = {}  # keyed by path strings: a Path costs more than its stat()
         self._armed: dict[Path, _Ident] = {}
         self._stop_requested = False
         self._stop_event: anyio.Event | None = None
+        self._limiter: anyio.CapacityLimiter | None = None  # created by run(), inside the event loop
+        self._notify: RustNotify | None = None
         self._next_reconcile = 0.0
 
     def stop(self) -> None:
@@ -151,29 +160,38 @@ class WorkspaceWatcher:
             task_status.started()
             return
         stop_event = self._stop_event = anyio.Event()
-        limiter = anyio.CapacityLimiter(1)
+        self._limiter = anyio.CapacityLimiter(1)
         self._next_reconcile = anyio.current_time() + self._reconcile_interval_s
         async with anyio.create_task_group() as tg:
             tg.start_soon(_set_on_exit, stop_event)
             try:
                 first = True
                 while not stop_event.is_set():
-                    roots = self._existing_roots()
-                    notify = self._arm(list(roots))
                     try:
+                        roots = await self._off(self._existing_roots)
+                        notify = await self._off(self._arm, list(roots))
                         self._armed = roots if notify is not None else {}
-                        changed = self._resync(roots)
+                        changed = await self._off(self._resync, roots)
                         if first:
                             first = False
                             task_status.started()
                         else:
                             await self._emit(changed)
-                        await self._watch(notify, stop_event, limiter)
+                        await self._watch(notify, stop_event)
                     finally:
-                        if notify is not None:
-                            notify.close()
+                        self._close_notify()
             finally:
                 tg.cancel_scope.cancel()
+
+    async def _off(self, func: Callable[..., _T], *args: Any) -> _T:
+        """Blocking file-system work (stat, os.walk, arming the backend) runs on the watcher's own worker thread,
+        never on the event loop."""
+        return await anyio.to_thread.run_sync(func, *args, limiter=self._limiter)
+
+    def _close_notify(self) -> None:
+        if self._notify is not None:
+            self._notify.close()
+            self._notify = None
 
     # -- arming -----------------------------------------------------------------------------------
 
@@ -186,7 +204,9 @@ class WorkspaceWatcher:
         if not roots or self._polling:
             return None
         try:
-            return RustNotify([str(r) for r in roots], False, False, 0, True, True)
+            # Kept on self at once: if run() is cancelled while this runs in its thread, the finally closes it.
+            self._notify = RustNotify([str(r) for r in roots], False, False, 0, True, True)
+            return self._notify
         except FileNotFoundError:
             return None  # a root vanished since we looked; retried on the next tick
         except Exception as exc:  # e.g. inotify watch limit reached
@@ -203,7 +223,7 @@ class WorkspaceWatcher:
             tick = min(tick, until)
         return max(1, tick)  # 0 would mean "wait forever"
 
-    async def _watch(self, notify: RustNotify | None, stop_event: anyio.Event, limiter: anyio.CapacityLimiter) -> None:
+    async def _watch(self, notify: RustNotify | None, stop_event: anyio.Event) -> None:
         """Deliver batches until the roots need re-arming or stop is requested."""
         while not stop_event.is_set():
             tick = self._tick_ms(notify)
@@ -214,7 +234,7 @@ class WorkspaceWatcher:
             else:
                 try:
                     raw = await anyio.to_thread.run_sync(
-                        notify.watch, self._debounce_ms, self._step_ms, tick, stop_event, limiter=limiter
+                        notify.watch, self._debounce_ms, self._step_ms, tick, stop_event, limiter=self._limiter
                     )
                 except Exception as exc:  # backend error: back off one tick, then re-arm and resync
                     log.warning("watch_backend_failed", workspace=str(self.workspace_root), error=str(exc))
@@ -227,9 +247,9 @@ class WorkspaceWatcher:
             if isinstance(raw, set):
                 events = {Path(p) for _, p in raw}
                 rearm = rearm or not events.isdisjoint(self._subtrees)
-                await self._emit(self._expand(events))
+                await self._emit(await self._off(self._expand, events))
             await self._maybe_reconcile()
-            if rearm or self._existing_roots() != self._armed:
+            if rearm or await self._off(self._existing_roots) != self._armed:
                 return
 
     # -- change expansion -------------------------------------------------------------------------
@@ -240,24 +260,45 @@ class WorkspaceWatcher:
                 return not any(_ignored(part) for part in path.relative_to(root).parts)
         return False
 
-    def _scan(self, top: Path) -> dict[Path, _Sig]:
-        found: dict[Path, _Sig] = {}
-        for dirpath, dirnames, filenames in os.walk(top):
-            dirnames[:] = [d for d in dirnames if not _ignored(d)]
-            for name in filenames:
-                if name.endswith(self._suffixes) and not _ignored(name):
-                    path = Path(dirpath, name)
-                    if (sig := _file_sig(path)) is not None:
-                        found[path] = sig
+    def _scan(self, top: Path) -> dict[str, _Sig]:
+        """Signatures of the wanted files under ``top`` (symlinked directories are not entered, as os.walk).
+        Plain strings and ``os.scandir`` until a file is kept: a polling rescan costs about a third of os.walk's."""
+        found: dict[str, _Sig] = {}
+        suffixes = self._suffixes
+        stack = [os.fspath(top)]
+        while stack:
+            try:
+                entries = os.scandir(stack.pop())
+            except OSError:
+                continue
+            with entries:
+                for entry in entries:
+                    name = entry.name
+                    if _ignored(name):
+                        continue
+                    try:
+                        if entry.is_dir():
+                            if not entry.is_symlink():
+                                stack.append(entry.path)
+                            continue
+                        if not name.endswith(suffixes):
+                            continue
+                        st = entry.stat()
+                    except OSError:
+                        continue
+                    if stat.S_ISREG(st.st_mode):
+                        found[entry.path] = (st.st_ino, st.st_size, st.st_mtime_ns)
         return found
 
     def _resync(self, roots: dict[Path, _Ident]) -> set[Path]:
         """Rescan all roots; return the files that differ from what we knew."""
-        new: dict[Path, _Sig] = {}
+        new: dict[str, _Sig] = {}
         for root in roots:
             new.update(self._scan(root))
         old, self._known = self._known, new
-        return {p for p in old.keys() | new.keys() if old.get(p) != new.get(p)}
+        if old == new:
+            return set()
+        return {Path(p) for p in old.keys() | new.keys() if old.get(p) != new.get(p)}
 
     def _expand(self, events: set[Path]) -> set[Path]:
         """Map raw event paths to memory files that may have changed, and update the known-file map."""
@@ -267,7 +308,7 @@ class WorkspaceWatcher:
                 continue
             if path.name.endswith(self._suffixes):
                 out.add(path)
-            if path in self._known:
+            if str(path) in self._known:
                 continue
             try:
                 mode: int | None = os.stat(path).st_mode
@@ -277,14 +318,14 @@ class WorkspaceWatcher:
                 continue
             if mode is not None and stat.S_ISDIR(mode):
                 out.discard(path)
-                out.update(self._scan(path))
+                out.update(map(Path, self._scan(path)))
             prefix = f"{path}{os.sep}"  # deleted / moved / replaced directory: everything we knew under it
-            out.update(k for k in self._known if str(k).startswith(prefix))
+            out.update(Path(k) for k in self._known if k.startswith(prefix))
         for path in out:
             if (sig := _file_sig(path)) is None:
-                self._known.pop(path, None)
+                self._known.pop(str(path), None)
             else:
-                self._known[path] = sig
+                self._known[str(path)] = sig
         return out
 
     # -- callbacks --------------------------------------------------------------------------------

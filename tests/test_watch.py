@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import shutil
 import statistics
+import sys
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -351,3 +353,46 @@ async def test_reconcile_called_and_may_fail(ws: Path, mode: str) -> None:
         m = rec.mark()
         a = write(ws / "memory" / "a.md")
         await rec.wait_for(m, a)
+
+
+# -- nothing blocking on the event loop ---------------------------------------------------------------------------
+
+_ON_LOOP: list[str] = []  # file-system calls under _PROBE["prefix"] made on the thread _PROBE["thread"]
+_PROBE: dict[str, Any] = {"thread": None, "prefix": None}
+_AUDITED = {"os.scandir", "os.listdir", "os.mkdir", "open"}
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event not in _AUDITED or _PROBE["thread"] != threading.get_ident() or not args:
+        return
+    if isinstance(args[0], str | bytes | os.PathLike) and os.fsdecode(args[0]).startswith(_PROBE["prefix"]):
+        _ON_LOOP.append(f"{event} {os.fsdecode(args[0])}")
+
+
+@pytest.fixture(scope="module")
+def _audit_hook() -> None:
+    sys.addaudithook(_audit)  # cannot be removed; inert while _PROBE["thread"] is None
+
+
+@pytest.mark.anyio
+async def test_scans_and_arming_run_off_the_event_loop(ws: Path, mode: str, _audit_hook: None) -> None:
+    """os.walk (audited as os.scandir) for the arming rescan, the polling rescans and a new directory's expansion
+    never runs on the event-loop thread."""
+    for i in range(20):
+        write(ws / "memory" / "archive" / f"2026-01-{i + 1:02d}.md")
+    _ON_LOOP.clear()
+    _PROBE.update(thread=threading.get_ident(), prefix=str(ws))
+    try:
+        async with watching(ws, mode) as (_, rec):
+            m = rec.mark()
+            # The test's own writes run in a worker thread, so only the watcher's calls are seen on this thread.
+            new = ws / "memory" / "topic" / "deep" / "a.md"  # a new directory: expanded by a walk
+            await anyio.to_thread.run_sync(write, new)
+            await rec.wait_for(m, new)
+            m = rec.mark()
+            rule = ws / "spec" / "memory" / "profiles" / "m" / "r.yaml"  # a root appears: re-arm + rescan
+            await anyio.to_thread.run_sync(write, rule)
+            await rec.wait_for(m, rule)
+    finally:
+        _PROBE.update(thread=None, prefix=None)
+    assert _ON_LOOP == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, Literal
 
+import anyio
 import apsw
 from pydantic import Field
 
@@ -61,6 +62,15 @@ class RulesStatus(Wire):
     error: str | None = None
 
 
+class WorkspaceLockStatus(Wire):
+    held: bool = Field(description="True when this daemon holds the workspace's write lock; False: read-only here.")
+    path: str = Field(description="The lock file (memory/.memoryd.lock).")
+    holder_pid: int | None = Field(default=None, description="The pid that last took the lock (the holder).")
+    holder_socket: str | None = Field(default=None, description="The holder's socket.")
+    holder_home: str | None = Field(default=None, description="The holder's MEMORYD_HOME, if it has one.")
+    since: str | None = Field(default=None, description="When the holder took it.")
+
+
 class WorkspaceStatus(Wire):
     workspace_id: str
     path: str
@@ -84,6 +94,9 @@ class WorkspaceStatus(Wire):
     error: str | None = None
     recommended: str | None = Field(default=None, description="The next command to run when something is wrong.")
     rules: RulesStatus | None = Field(default=None, description="Evidence and rules (None while still loading).")
+    lock: WorkspaceLockStatus | None = Field(
+        default=None, description="Who may write this workspace (one daemon at a time; the others serve it read-only)."
+    )
 
 
 class StatusResult(Wire):
@@ -112,7 +125,10 @@ class WorkspaceInfo(Wire):
 
 
 class WorkspaceAddResult(WorkspaceInfo):
-    created: bool = Field(description="False when the path was already registered (the call is idempotent).")
+    created: bool = Field(
+        description="False when the path was already registered: the call is idempotent and answers the workspace "
+        "unchanged (its name too; to rename, workspace.remove then workspace.add)."
+    )
 
 
 class WorkspaceListParams(Wire):
@@ -157,7 +173,8 @@ async def _workspace_status(app: App, ws: Workspace) -> WorkspaceStatus:
     rules = await app.rules.status(ws)
     if rules is not None and rules["errors"] and notes["recommended"] is None:
         notes["recommended"] = "memoryctl validate"
-    return WorkspaceStatus(**notes, rules=None if rules is None else RulesStatus(**rules))
+    lock = WorkspaceLockStatus(**await app.lock_status(ws))
+    return WorkspaceStatus(**notes, rules=None if rules is None else RulesStatus(**rules), lock=lock)
 
 
 def register(d: Dispatcher) -> None:
@@ -177,7 +194,7 @@ def register(d: Dispatcher) -> None:
             app.owner.check(params.owner_token)
             chosen = app.registry.all()
         else:
-            chosen = [] if params.workspace is None else [app.registry.resolve(params.workspace)]
+            chosen = [] if params.workspace is None else [await app.workspace(params.workspace)]
         return StatusResult(
             version=app.version,
             pid=app.pid,
@@ -193,9 +210,11 @@ def register(d: Dispatcher) -> None:
 
     @d.register("workspace.add", WorkspaceAddParams, WorkspaceAddResult, writes=True)
     async def workspace_add(ctx: Context, params: WorkspaceAddParams) -> WorkspaceAddResult:
-        """Register a project directory (idempotent); creates its memory/ directory."""
+        """Register a project directory (idempotent: adding it again changes nothing, its name included); creates
+        its memory/ directory. Refuses system directories, the home directory itself, and a directory inside
+        (or containing) another workspace's memory trees."""
         app: App = ctx.app
-        ws, created = app.registry.add(params.path, params.name)
+        ws, created = await anyio.to_thread.run_sync(app.registry.add, params.path, params.name)
         await app.workspace_added(ws)
         return WorkspaceAddResult(**info(ws).model_dump(), created=created)
 
@@ -211,7 +230,7 @@ def register(d: Dispatcher) -> None:
         """Unregister a workspace (owner only). Deletes nothing in the workspace; drops its derived index."""
         app: App = ctx.app
         app.owner.check(params.owner_token)
-        ws = app.registry.resolve(params.workspace)
+        ws = await app.workspace(params.workspace)
         await app.workspace_removed(ws)
-        app.registry.remove(ws)
+        await anyio.to_thread.run_sync(app.registry.remove, ws)
         return WorkspaceRemoveResult(workspace_id=ws.id, removed=True)

@@ -137,12 +137,12 @@ class ValidateResult(Wire):
     reports: list[ValidationReport]
 
 
-def targets(app: App, params: ScopedParams) -> list[Workspace]:
+async def targets(app: App, params: ScopedParams) -> list[Workspace]:
     if params.scope == "all":
         app.owner.check(params.owner_token)
         return app.registry.all()
     assert params.workspace is not None
-    return [app.registry.resolve(params.workspace)]
+    return [await app.workspace(params.workspace)]
 
 
 def register(d: Dispatcher) -> None:
@@ -150,7 +150,7 @@ def register(d: Dispatcher) -> None:
     async def remember(ctx: Context, p: RememberParams) -> RememberResult:
         """Append an entry to today's daily file memory/YYYY-MM-DD.md (atomically); immediately searchable."""
         app: App = ctx.app
-        ws = app.registry.resolve(p.workspace)
+        ws = await app.workspace(p.workspace, write=not p.dry_run)
         result = await app.notes.remember(
             ws, kind=p.type, text=p.text, reason=p.reason, followup=p.followup, dry_run=p.dry_run
         )
@@ -161,7 +161,7 @@ def register(d: Dispatcher) -> None:
         """BM25 search over the workspace's Markdown memory (Chinese and exact identifiers work).
         scope 'all' (owner token) fans out over every workspace, read-only, merged by score."""
         app: App = ctx.app
-        workspaces = targets(app, p)
+        workspaces = await targets(app, p)
         snippet = p.snippet_max_chars or app.settings.snippet_max_chars
         limit = min(p.limit, app.settings.search_max_limit)
         answers: list[tuple[Workspace, dict[str, Any]]] = []
@@ -189,7 +189,7 @@ def register(d: Dispatcher) -> None:
     async def get(ctx: Context, p: GetParams) -> GetResult:
         """Read up to 200 lines of a memory file (path confined to the workspace's memory/ tree)."""
         app: App = ctx.app
-        ws = app.registry.resolve(p.workspace)
+        ws = await app.workspace(p.workspace)
         lines = min(p.lines, app.settings.get_max_lines)
         return GetResult(**await app.notes.get(ws, p.path, p.from_line, lines))
 
@@ -198,7 +198,7 @@ def register(d: Dispatcher) -> None:
         """Bring the index up to date (incremental by mtime + sha256), or rebuild it with full."""
         app: App = ctx.app
         started = anyio.current_time()
-        reports = [IndexReport(**await app.notes.index(ws, full=p.full)) for ws in targets(app, p)]
+        reports = [IndexReport(**await app.notes.index(ws, full=p.full)) for ws in await targets(app, p)]
         return IndexResult(workspaces=reports, ms=round((anyio.current_time() - started) * 1000, 2))
 
     @d.register("validate", ValidateParams, ValidateResult)
@@ -207,7 +207,7 @@ def register(d: Dispatcher) -> None:
         files that do not parse, invalid fw_range, unknown provenance, torn evidence lines."""
         app: App = ctx.app
         reports = []
-        for ws in targets(app, p):
+        for ws in await targets(app, p):
             report = await app.notes.validate(ws)
             rules = await app.rules.validate(ws)
             problems = report["problems"] + rules

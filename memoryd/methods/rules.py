@@ -253,64 +253,66 @@ def register(d: Dispatcher) -> None:
     async def observe(ctx: Context, p: ObserveParams) -> ObserveResult:
         """Append one observation (evidence) to runs/<run_id>/observations.jsonl or data/memory/observations.jsonl."""
         app: App = ctx.app
-        return ObserveResult(**await app.rules.observe(app.registry.resolve(p.workspace), p))
+        return ObserveResult(**await app.rules.observe(await app.workspace(p.workspace, write=not p.dry_run), p))
 
     @d.register("compile.prepare", PrepareParams, PrepareResult, writes=True)
     async def prepare(ctx: Context, p: PrepareParams) -> PrepareResult:
         """Gather uncompiled observations and the current rules into compile_request.json for the host's LLM."""
         app: App = ctx.app
-        return PrepareResult(**await app.rules.prepare(app.registry.resolve(p.workspace), p))
+        return PrepareResult(**await app.rules.prepare(await app.workspace(p.workspace, write=True), p))
 
     @d.register("compile.apply", ApplyParams, ApplyResult, writes=True)
     async def apply(ctx: Context, p: ApplyParams) -> ApplyResult:
         """Validate a compile response and write rules, candidates and overrides (journaled, idempotent)."""
         app: App = ctx.app
-        return ApplyResult(**await app.rules.apply(app.registry.resolve(p.workspace), p))
+        return ApplyResult(**await app.rules.apply(await app.workspace(p.workspace, write=not p.dry_run), p))
 
     @d.register("resolve", ResolveParams, ResolveResult)
     async def resolve(ctx: Context, p: ResolveParams) -> ResolveResult:
         """Merged facts for a model and firmware version, and for every key the winning rule and why."""
         app: App = ctx.app
-        return await app.rules.resolve(app.registry.resolve(p.workspace), p)
+        return await app.rules.resolve(await app.workspace(p.workspace), p)
 
     @d.register("rules.search", RulesSearchParams, RulesSearchResult)
     async def rules_search(ctx: Context, p: RulesSearchParams) -> RulesSearchResult:
         """List rules by model, firmware version, layer and words."""
         app: App = ctx.app
-        return RulesSearchResult(**await app.rules.search(app.registry.resolve(p.workspace), p))
+        return RulesSearchResult(**await app.rules.search(await app.workspace(p.workspace), p))
 
     @d.register("rules.show", RuleRef, RulesShowResult)
     async def rules_show(ctx: Context, p: RuleRef) -> RulesShowResult:
         """One rule with its provenance observations expanded and its change history."""
         app: App = ctx.app
-        return RulesShowResult(**await app.rules.show(app.registry.resolve(p.workspace), p))
+        return RulesShowResult(**await app.rules.show(await app.workspace(p.workspace), p))
 
     @d.register("rules.diff", RulesDiffParams, RulesDiffResult)
     async def rules_diff(ctx: Context, p: RulesDiffParams) -> RulesDiffResult:
         """Compare two revisions of a rule (from the backups kept by every change)."""
         app: App = ctx.app
-        return RulesDiffResult(**await app.rules.diff(app.registry.resolve(p.workspace), p))
+        return RulesDiffResult(**await app.rules.diff(await app.workspace(p.workspace), p))
 
     @d.register("timeline", TimelineParams, TimelineResult)
     async def timeline(ctx: Context, p: TimelineParams) -> TimelineResult:
         """Observations and changes (apply, promote, reject) interleaved by time, newest first."""
         app: App = ctx.app
-        return TimelineResult(**await app.rules.timeline(app.registry.resolve(p.workspace), p))
+        return TimelineResult(**await app.rules.timeline(await app.workspace(p.workspace), p))
 
     @d.register("candidates.list", CandidatesListParams, CandidatesListResult)
     async def candidates_list(ctx: Context, p: CandidatesListParams) -> CandidatesListResult:
         """Low-confidence rules waiting for review."""
         app: App = ctx.app
-        return CandidatesListResult(**await app.rules.candidates(app.registry.resolve(p.workspace), p))
+        return CandidatesListResult(**await app.rules.candidates(await app.workspace(p.workspace), p))
 
     @d.register("candidates.promote", CandidateRef, CandidateMoveResult, writes=True)
     async def candidates_promote(ctx: Context, p: CandidateRef) -> CandidateMoveResult:
         """Move a candidate into profiles/ (or its instance's overrides), with history and a backup."""
         app: App = ctx.app
-        return CandidateMoveResult(**await app.rules.move_candidate(app.registry.resolve(p.workspace), p, "promote"))
+        ws = await app.workspace(p.workspace, write=not p.dry_run)
+        return CandidateMoveResult(**await app.rules.move_candidate(ws, p, "promote"))
 
     @d.register("candidates.reject", CandidateRef, CandidateMoveResult, writes=True)
     async def candidates_reject(ctx: Context, p: CandidateRef) -> CandidateMoveResult:
         """Remove a candidate (its pre-image stays in backups/, the reason in history)."""
         app: App = ctx.app
-        return CandidateMoveResult(**await app.rules.move_candidate(app.registry.resolve(p.workspace), p, "reject"))
+        ws = await app.workspace(p.workspace, write=not p.dry_run)
+        return CandidateMoveResult(**await app.rules.move_candidate(ws, p, "reject"))

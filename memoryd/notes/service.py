@@ -151,6 +151,10 @@ class NotesService:
                     )
                     await tg.start(notes.watcher.run)
                     notes.watching = True
+                    # Files changed between the index's own scan (in open) and the watcher's arming are in
+                    # neither: look at every file once more, now that every later change is reported.
+                    notes.full_rescan = True
+                    notes.wake.set()
 
     async def _changed(self, notes: WorkspaceNotes, paths: set[Path]) -> None:
         rules: list[str] = []

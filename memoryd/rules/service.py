@@ -9,6 +9,7 @@ methods live in ``changes``, those of the read-only review methods in ``review``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -55,6 +56,9 @@ class RulesService:
         self.notes = notes
         self._by_id: dict[str, WorkspaceRules] = {}
         self._tg: anyio.abc.TaskGroup | None = None
+        # Whether this daemon holds the workspace's write lock; crash recovery writes, so it runs only then.
+        # Set by the composition root; None: always.
+        self.may_write: Callable[[Workspace], bool] | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
@@ -80,7 +84,8 @@ class RulesService:
         """Finish changes a crash interrupted, then load rules and evidence."""
 
         def work() -> None:
-            wr.recovered = journal.recover(wr.root)
+            if self.may_write is None or self.may_write(wr.ws):
+                wr.recovered = journal.recover(wr.root)
             wr.rules.reload()
             wr.evidence.refresh()
 
@@ -92,6 +97,16 @@ class RulesService:
             log.exception("rules_open_failed", workspace_id=wr.ws.id)
         finally:
             wr.opened.set()
+
+    async def recover(self, ws: Workspace) -> None:
+        """This daemon just took the workspace's write lock over: finish what a crashed holder left in its
+        intent journal before the first write."""
+        wr = await self._ready(ws)
+        async with wr.lock:
+            recovered = await anyio.to_thread.run_sync(journal.recover, wr.root)
+            if recovered:
+                wr.recovered += recovered
+                await anyio.to_thread.run_sync(wr.rules.reload)
 
     async def _ready(self, ws: Workspace) -> WorkspaceRules:
         wr = self._by_id.get(ws.id) or self.attach(ws)
