@@ -23,7 +23,7 @@ from memoryd.config import Settings
 from memoryd.errors import AppError
 from memoryd.fsio import atomic_write, confine
 from memoryd.notes import chunker, daily, textindex
-from memoryd.store.index import Hit, NoteIndex, SyncReport
+from memoryd.store.index import Hit, IndexCorrupted, NoteIndex, SyncReport
 from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
 from memoryd.watch import WorkspaceWatcher
 from memoryd.workspaces import Workspace
@@ -50,6 +50,8 @@ class WorkspaceNotes:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     watching: bool = False
     progress: tuple[int, int] | None = None  # (files done, files total) while an explicit index runs
+    heal: str | None = None  # why the index file must be rebuilt (damaged, deleted, replaced): the indexer does it
+    heal_failed: str | None = None  # the last automatic rebuild failed (status recommends `index --full`)
 
     @property
     def root(self) -> Path:
@@ -176,6 +178,37 @@ class NotesService:
         if self.on_rules_changed is not None:  # the same safety net for rule files
             await self.on_rules_changed(notes.ws, None)
 
+    def _schedule_heal(self, notes: WorkspaceNotes, reason: str) -> None:
+        if notes.heal is None:
+            log.warning("index_heal_scheduled", workspace_id=notes.ws.id, reason=reason)
+        notes.heal = reason
+        notes.wake.set()
+
+    async def _heal(self, notes: WorkspaceNotes) -> None:
+        """Rebuild an index file found damaged, deleted or replaced while open; searches meanwhile read the old
+        one (a deleted file still answers) or answer MEMORY_INDEX_CORRUPTED. Checked (a stat and a 16-byte read)
+        on every wake-up, under the write lock: what a status or search saw may have been healed since."""
+        notes.heal = None
+        batch, full = set(notes.pending), notes.full_rescan
+        async with notes.write_lock:
+            reason = await anyio.to_thread.run_sync(notes.index.check_file)
+            if reason is None:
+                return
+            try:
+                await anyio.to_thread.run_sync(notes.index.rebuild, reason)
+                failed = False
+            except Exception:
+                log.exception("index_heal_failed", workspace_id=notes.ws.id, reason=reason)
+                failed = True
+        if failed:
+            notes.heal_failed = reason
+            await anyio.sleep(5.0)  # tried again on the next wake-up (a change, the reconcile, a status)
+            return
+        notes.heal_failed = None
+        notes.pending -= batch  # a rebuild reads every file; changes since are still pending
+        notes.full_rescan = notes.full_rescan and not full
+        notes.wake.set()  # merge the rebuild's segments once idle
+
     async def _indexer(self, notes: WorkspaceNotes) -> None:
         while True:
             if notes.index.merge_pending:
@@ -189,12 +222,16 @@ class NotesService:
                     continue
             await notes.wake.wait()
             notes.wake = anyio.Event()
+            await self._heal(notes)
             full, notes.full_rescan = notes.full_rescan, False
             batch = set(notes.pending)
             try:
                 async with notes.write_lock:
                     await anyio.to_thread.run_sync(notes.index.sync, None if full else batch)
                 notes.pending -= batch
+            except IndexCorrupted as exc:
+                notes.pending |= batch
+                self._schedule_heal(notes, exc.reason)
             except Exception:
                 log.exception("index_sync_failed", workspace_id=notes.ws.id)
                 await anyio.sleep(1.0)
@@ -325,15 +362,33 @@ class NotesService:
         hits: list[Hit] = []
         if terms:
 
-            def run() -> list[Hit]:
-                match = textindex.join_terms(notes.index.prune(terms))
-                return [] if match is None else notes.index.search(match, limit)
+            def run() -> tuple[list[Hit] | None, str | None]:  # (None: failed, why the file needs a rebuild)
+                try:
+                    match = textindex.join_terms(notes.index.prune(terms))
+                    found = [] if match is None else notes.index.search(match, limit)
+                except IndexCorrupted as exc:
+                    return None, exc.reason
+                except Exception:
+                    problem = notes.index.check_file()  # truncated, replaced: what failed is the file
+                    if problem is None:
+                        raise
+                    return None, problem
+                return found, notes.index.check_file(header=False)  # a stat: deleted or replaced under us?
 
             try:
-                hits = await anyio.to_thread.run_sync(run)
-            except Exception as exc:
-                log.exception("search_failed", workspace_id=ws.id)
+                found, problem = await anyio.to_thread.run_sync(run)
+            except Exception as exc:  # the error's type only: SQLite's messages can quote the query
+                log.error("search_failed", workspace_id=ws.id, error=type(exc).__name__)
                 raise AppError("MEMORY_SEARCH_FAILED") from exc
+            if problem is not None:
+                self._schedule_heal(notes, problem)
+            hits = found or []
+            if found is None:  # the file could not be read (damaged, or gone for a thread that had not opened it)
+                raise AppError(
+                    "MEMORY_INDEX_CORRUPTED",
+                    "The index file is damaged or gone; it is being rebuilt from the Markdown files",
+                    hint="Search again in a moment; `memoryctl status` shows when the rebuild is done.",
+                )
         pending = sorted(notes.pending)
         return {
             "hits": [self._hit(ws, h, query, snippet_max_chars) for h in hits],
@@ -417,9 +472,15 @@ class NotesService:
 
         async with notes.write_lock:
             notes.progress = (0, 0)
+            problem = notes.heal or await anyio.to_thread.run_sync(notes.index.check_file)
+            notes.heal = None
             try:
                 report: SyncReport = await anyio.to_thread.run_sync(
-                    lambda: notes.index.rebuild("requested", progress) if full else notes.index.sync(None, progress)
+                    lambda: (
+                        notes.index.rebuild(problem or "requested", progress)
+                        if full or problem
+                        else notes.index.sync(None, progress)
+                    )
                 )
             except Exception as exc:
                 log.exception("index_failed", workspace_id=ws.id)
@@ -522,12 +583,19 @@ class NotesService:
         notes = self.get_notes(ws)
         with anyio.move_on_after(5):
             await notes.opened.wait()
-        files, chunks = await anyio.to_thread.run_sync(notes.index.counts)
-        segments = await anyio.to_thread.run_sync(notes.index.segments)
-        dirty = await anyio.to_thread.run_sync(notes.index.dirty_files) if notes.opened.is_set() else []
+        problem = await anyio.to_thread.run_sync(notes.index.check_file)
+        try:
+            files, chunks = await anyio.to_thread.run_sync(notes.index.counts)
+            segments = await anyio.to_thread.run_sync(notes.index.segments)
+            dirty = await anyio.to_thread.run_sync(notes.index.dirty_files) if notes.opened.is_set() else []
+        except IndexCorrupted as exc:
+            problem, files, chunks, segments, dirty = exc.reason, 0, 0, 0, []
+        problem = problem or notes.heal
+        if problem is not None:
+            self._schedule_heal(notes, problem)
         memory_ok = (ws.path / "memory").is_dir()
         recommended = None
-        if notes.open_error:
+        if notes.open_error or notes.heal_failed:
             recommended = "memoryctl index --full"
         elif not memory_ok:
             recommended = "memoryctl init"
@@ -550,7 +618,9 @@ class NotesService:
             "rebuilt": notes.index.last_rebuild_reason,
             "watching": notes.watching,
             "indexing": None if notes.progress is None else {"done": notes.progress[0], "total": notes.progress[1]},
-            "error": notes.open_error,
+            "error": notes.open_error
+            or (None if problem is None else f"index file {problem}: rebuilding it in the background")
+            or (None if notes.heal_failed is None else f"index file {notes.heal_failed}: the rebuild failed"),
             "recommended": recommended,
         }
 

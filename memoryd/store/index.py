@@ -84,7 +84,12 @@ class IndexUnavailable(RuntimeError):
 
 
 class IndexCorrupted(RuntimeError):
-    """Reading the index file met a damaged database; it is flagged (``NoteIndex.damaged``) for a rebuild."""
+    """Reading the index file met a damaged database (flagged in ``NoteIndex.damaged`` for a rebuild), or could
+    not open it at all (deleted while open: "missing"). ``reason`` is what a rebuild reports."""
+
+    def __init__(self, reason: str, error: str) -> None:
+        super().__init__(f"{reason} ({error})")
+        self.reason = reason
 
 
 def versions(chunk_max_lines: int) -> dict[str, str]:
@@ -239,7 +244,9 @@ class NoteIndex:
             except DAMAGE_ERRORS as exc:
                 self.damaged = "corrupt"
                 log.warning("index_damaged", root_digest=_digest(str(self.root)), error=type(exc).__name__)
-                raise IndexCorrupted(type(exc).__name__) from exc
+                raise IndexCorrupted("corrupt", type(exc).__name__) from exc
+            except apsw.CantOpenError as exc:  # a thread's first read of a file deleted since it was opened
+                raise IndexCorrupted("missing", type(exc).__name__) from exc
 
     def readers(self) -> int:
         """How many read connections are open (one per thread that has searched since the last swap)."""
@@ -309,7 +316,7 @@ class NoteIndex:
                 report = self._sync_into(self._writer, None if paths is None else set(paths), progress)
             except DAMAGE_ERRORS as exc:
                 self.damaged = "corrupt"
-                raise IndexCorrupted(type(exc).__name__) from exc
+                raise IndexCorrupted("corrupt", type(exc).__name__) from exc
             self._chunk_count += report.chunk_delta  # count(*) costs milliseconds at 100k chunks
         if report.files_indexed or report.files_removed:
             self.last_write = time.monotonic()
