@@ -48,7 +48,7 @@ def test_searches_never_fail_during_rebuilds(daemon: Daemon, workspace: tuple[Pa
                 if not _search(daemon, ws, "串口超时 firmware"):
                     failures.append("no hits")
                 done[number] += 1
-            except Exception as exc:  # noqa: BLE001 - every failure is what the test counts
+            except Exception as exc:  # every failure is what the test counts
                 failures.append(f"{type(exc).__name__}: {getattr(exc, 'name', '')} {exc}")
 
     threads = [threading.Thread(target=client, args=(n,)) for n in range(4)]
@@ -85,7 +85,7 @@ def test_reads_run_side_by_side_and_never_fail_during_swaps() -> None:
                 assert index.search(match, 5)  # after the last swap
                 after.wait(10)
                 checked.wait(10)  # alive (with its connection) until counted
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:  # reported below
                 errors.append(exc)
 
         threads = [threading.Thread(target=reader) for _ in range(2)]
