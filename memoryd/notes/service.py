@@ -358,43 +358,41 @@ class NotesService:
 
     async def search(self, ws: Workspace, query: str, limit: int, snippet_max_chars: int) -> dict[str, Any]:
         notes = await self._ready(self.get_notes(ws))
-        terms = textindex.match_terms(query)
-        hits: list[Hit] = []
-        if terms:
 
-            def run() -> tuple[list[Hit] | None, str | None]:  # (None: failed, why the file needs a rebuild)
-                try:
-                    match = textindex.join_terms(notes.index.prune(terms))
-                    found = [] if match is None else notes.index.search(match, limit)
-                except IndexCorrupted as exc:
-                    return None, exc.reason
-                except Exception:
-                    problem = notes.index.check_file()  # truncated, replaced: what failed is the file
-                    if problem is None:
-                        raise
-                    return None, problem
-                return found, notes.index.check_file(header=False)  # a stat: deleted or replaced under us?
-
+        # Everything but the RPC itself runs in a worker thread (query parsing, SQLite, snippets): searches of
+        # one workspace then run side by side, each on its own read connection, not in turn on the event loop.
+        def run() -> tuple[list[dict[str, Any]] | None, str | None]:  # (None: failed, why the file needs a rebuild)
+            terms = textindex.match_terms(query)
+            if not terms:
+                return [], None
             try:
-                found, problem = await anyio.to_thread.run_sync(run)
-            except Exception as exc:  # the error's type only: SQLite's messages can quote the query
-                log.error("search_failed", workspace_id=ws.id, error=type(exc).__name__)
-                raise AppError("MEMORY_SEARCH_FAILED") from exc
-            if problem is not None:
-                self._schedule_heal(notes, problem)
-            hits = found or []
-            if found is None:  # the file could not be read (damaged, or gone for a thread that had not opened it)
-                raise AppError(
-                    "MEMORY_INDEX_CORRUPTED",
-                    "The index file is damaged or gone; it is being rebuilt from the Markdown files",
-                    hint="Search again in a moment; `memoryctl status` shows when the rebuild is done.",
-                )
+                match = textindex.join_terms(notes.index.prune(terms))
+                found = [] if match is None else notes.index.search(match, limit)
+            except IndexCorrupted as exc:
+                return None, exc.reason
+            except Exception:
+                problem = notes.index.check_file()  # truncated, replaced: what failed is the file
+                if problem is None:
+                    raise
+                return None, problem
+            hits = [self._hit(ws, h, query, snippet_max_chars) for h in found]
+            return hits, notes.index.check_file(header=False)  # a stat: deleted or replaced under us?
+
+        try:
+            hits, problem = await anyio.to_thread.run_sync(run)
+        except Exception as exc:  # the error's type only: SQLite's messages can quote the query
+            log.error("search_failed", workspace_id=ws.id, error=type(exc).__name__)
+            raise AppError("MEMORY_SEARCH_FAILED") from exc
+        if problem is not None:
+            self._schedule_heal(notes, problem)
+        if hits is None:  # the file could not be read (damaged, or gone for a thread that had not opened it)
+            raise AppError(
+                "MEMORY_INDEX_CORRUPTED",
+                "The index file is damaged or gone; it is being rebuilt from the Markdown files",
+                hint="Search again in a moment; `memoryctl status` shows when the rebuild is done.",
+            )
         pending = sorted(notes.pending)
-        return {
-            "hits": [self._hit(ws, h, query, snippet_max_chars) for h in hits],
-            "stale": bool(pending) or notes.full_rescan,
-            "pending": pending,
-        }
+        return {"hits": hits, "stale": bool(pending) or notes.full_rescan, "pending": pending}
 
     @staticmethod
     def _hit(ws: Workspace, hit: Hit, query: str, snippet_max_chars: int) -> dict[str, Any]:
@@ -472,16 +470,19 @@ class NotesService:
 
         async with notes.write_lock:
             notes.progress = (0, 0)
-            problem = notes.heal or await anyio.to_thread.run_sync(notes.index.check_file)
             notes.heal = None
+
+            def run() -> SyncReport:  # a damaged, deleted or replaced file is rebuilt, not synced
+                problem = notes.index.check_file()
+                if full or problem:
+                    return notes.index.rebuild(problem or "requested", progress)
+                try:
+                    return notes.index.sync(None, progress)
+                except IndexCorrupted as exc:
+                    return notes.index.rebuild(exc.reason, progress)
+
             try:
-                report: SyncReport = await anyio.to_thread.run_sync(
-                    lambda: (
-                        notes.index.rebuild(problem or "requested", progress)
-                        if full or problem
-                        else notes.index.sync(None, progress)
-                    )
-                )
+                report = await anyio.to_thread.run_sync(run)
             except Exception as exc:
                 log.exception("index_failed", workspace_id=ws.id)
                 raise AppError("MEMORY_INDEX_FAILED") from exc
