@@ -84,6 +84,11 @@ def over_rpc(sock: str, ws: str, pid: int, queries: list[str], clients: int, sec
         f"event loop {loop / max(done, 1) * 1000:.2f} ms, worker threads {workers / max(done, 1) * 1000:.2f} ms; "
         f"event-loop thread busy {loop / seconds:.0%} of the wall time"
     )
+    if done:  # what the daemon's CPU use allows on this machine: the loop is one thread, the rest spreads
+        per_loop, per_all = loop / done, (loop + workers) / done
+        cores = os.cpu_count() or 1
+        bound = min(1 / per_loop if per_loop else float("inf"), cores / per_all if per_all else float("inf"))
+        print(f"    CPU bound for the daemon alone on {cores} cores: ≈ {bound:.0f} searches/s")
     return rate
 
 
