@@ -22,7 +22,7 @@ import structlog
 from memoryd.config import Settings
 from memoryd.errors import AppError
 from memoryd.fsio import atomic_write, confine
-from memoryd.notes import chunker, daily, textindex
+from memoryd.notes import chunker, daily, healing, textindex
 from memoryd.store.index import Hit, IndexCorrupted, NoteIndex, SyncReport
 from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
 from memoryd.watch import WorkspaceWatcher
@@ -178,37 +178,6 @@ class NotesService:
         if self.on_rules_changed is not None:  # the same safety net for rule files
             await self.on_rules_changed(notes.ws, None)
 
-    def _schedule_heal(self, notes: WorkspaceNotes, reason: str) -> None:
-        if notes.heal is None:
-            log.warning("index_heal_scheduled", workspace_id=notes.ws.id, reason=reason)
-        notes.heal = reason
-        notes.wake.set()
-
-    async def _heal(self, notes: WorkspaceNotes) -> None:
-        """Rebuild an index file found damaged, deleted or replaced while open; searches meanwhile read the old
-        one (a deleted file still answers) or answer MEMORY_INDEX_CORRUPTED. Checked (a stat and a 16-byte read)
-        on every wake-up, under the write lock: what a status or search saw may have been healed since."""
-        notes.heal = None
-        batch, full = set(notes.pending), notes.full_rescan
-        async with notes.write_lock:
-            reason = await anyio.to_thread.run_sync(notes.index.check_file)
-            if reason is None:
-                return
-            try:
-                await anyio.to_thread.run_sync(notes.index.rebuild, reason)
-                failed = False
-            except Exception:
-                log.exception("index_heal_failed", workspace_id=notes.ws.id, reason=reason)
-                failed = True
-        if failed:
-            notes.heal_failed = reason
-            await anyio.sleep(5.0)  # tried again on the next wake-up (a change, the reconcile, a status)
-            return
-        notes.heal_failed = None
-        notes.pending -= batch  # a rebuild reads every file; changes since are still pending
-        notes.full_rescan = notes.full_rescan and not full
-        notes.wake.set()  # merge the rebuild's segments once idle
-
     async def _indexer(self, notes: WorkspaceNotes) -> None:
         while True:
             if notes.index.merge_pending:
@@ -222,7 +191,7 @@ class NotesService:
                     continue
             await notes.wake.wait()
             notes.wake = anyio.Event()
-            await self._heal(notes)
+            await healing.heal(notes)
             full, notes.full_rescan = notes.full_rescan, False
             batch = set(notes.pending)
             try:
@@ -231,7 +200,7 @@ class NotesService:
                 notes.pending -= batch
             except IndexCorrupted as exc:
                 notes.pending |= batch
-                self._schedule_heal(notes, exc.reason)
+                healing.schedule(notes, exc.reason)
             except Exception:
                 log.exception("index_sync_failed", workspace_id=notes.ws.id)
                 await anyio.sleep(1.0)
@@ -384,7 +353,7 @@ class NotesService:
             log.error("search_failed", workspace_id=ws.id, error=type(exc).__name__)
             raise AppError("MEMORY_SEARCH_FAILED") from exc
         if problem is not None:
-            self._schedule_heal(notes, problem)
+            healing.schedule(notes, problem)
         if hits is None:  # the file could not be read (damaged, or gone for a thread that had not opened it)
             raise AppError(
                 "MEMORY_INDEX_CORRUPTED",
@@ -593,7 +562,7 @@ class NotesService:
             problem, files, chunks, segments, dirty = exc.reason, 0, 0, 0, []
         problem = problem or notes.heal
         if problem is not None:
-            self._schedule_heal(notes, problem)
+            healing.schedule(notes, problem)
         memory_ok = (ws.path / "memory").is_dir()
         recommended = None
         if notes.open_error or notes.heal_failed:
