@@ -3,6 +3,10 @@
 What is indexed, and how a file becomes rows, is :mod:`memoryd.store.prepare`. Incremental by (mtime, size) then
 sha256. A schema, chunker or text-processing version change, or a corrupt or missing file, triggers a rebuild; a
 full rebuild writes ``index.sqlite.new`` and swaps it in with ``os.replace`` so a search never sees half an index.
+Reads run side by side, each thread on its own connection (:mod:`memoryd.store.readers`); the swap waits for the
+reads in flight and the next ones read the new file, so a search never fails during a rebuild. A read or write
+that meets a damaged file raises :class:`IndexCorrupted`, and :meth:`NoteIndex.check_file` notices a file
+deleted, replaced or overwritten under the open connections: the caller rebuilds (:mod:`memoryd.notes.healing`).
 Blocking: call from a worker thread, never from the event loop.
 
 Indexing is preparation (:func:`~memoryd.store.prepare.prepare_text`) and SQLite inserts. Prepared rows travel as
@@ -132,7 +136,8 @@ def _connect(path: Path, *, readonly: bool = False) -> apsw.Connection:
 
 
 class NoteIndex:
-    """The index file of one workspace. Thread-safe: one writer at a time, readers on their own connection."""
+    """The index file of one workspace. Thread-safe: one writer at a time (the write lock), any number of readers
+    (a read connection per thread, under the readers' shared lock, which only a swap or close takes exclusively)."""
 
     def __init__(self, root: Path, db_path: Path, *, chunk_max_lines: int = 40) -> None:
         self.root = root
