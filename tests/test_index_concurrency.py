@@ -156,3 +156,43 @@ def test_index_deleted_while_running_is_rebuilt(daemon: Daemon, workspace: tuple
     db.unlink()
     wait_for(lambda: _healed(daemon, ws, "missing"), timeout=30)
     assert db.exists()
+
+
+def test_the_index_notices_a_file_damaged_or_deleted_under_it() -> None:
+    root, state = short_tmp("ws"), short_tmp("st")
+    try:
+        _notes(root, days=20)
+        db = state / "index.sqlite"
+        index = NoteIndex(root, db)
+        index.open()
+        match = textindex.match_expression("firmware")
+        assert match is not None and index.search(match, 5)
+        assert index.check_file() is None
+        with open(db, "r+b") as f:
+            f.write(os.urandom(db.stat().st_size))
+        assert index.check_file() == "corrupt"
+        fresh = threading.Thread(target=lambda: errors.append(_read_error(index, match)))
+        errors: list[str | None] = []
+        fresh.start()  # a thread with no connection yet: opens the damaged file
+        fresh.join(30)
+        assert errors == ["IndexCorrupted"]
+        index.rebuild("corrupt")
+        assert index.check_file() is None and index.search(match, 5)
+        db.unlink()
+        assert index.check_file() == "missing"
+        assert index.search(match, 5)  # the open (deleted) file still answers until the rebuild
+        index.rebuild("missing")
+        assert index.check_file() is None and db.exists()
+        index.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def _read_error(index: NoteIndex, match: str) -> str | None:
+    try:
+        index.search(match, 5)
+        index.counts()
+    except Exception as exc:  # the type is what the test checks
+        return type(exc).__name__
+    return None
