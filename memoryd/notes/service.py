@@ -23,8 +23,9 @@ from memoryd.config import Settings
 from memoryd.errors import AppError
 from memoryd.fsio import atomic_write, confine
 from memoryd.notes import chunker, daily, healing, textindex
-from memoryd.store.index import Hit, IndexCorrupted, NoteIndex, SyncReport
+from memoryd.store.index import Hit, NoteIndex, SyncReport
 from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
+from memoryd.store.readers import IndexCorrupted
 from memoryd.watch import WorkspaceWatcher
 from memoryd.workspaces import Workspace
 

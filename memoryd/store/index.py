@@ -31,7 +31,7 @@ import apsw
 import orjson
 import structlog
 
-from memoryd.notes import chunker, textindex
+from memoryd.notes import textindex
 from memoryd.store.prepare import (
     PIPELINE_MIN_BYTES,
     batches,
@@ -40,70 +40,20 @@ from memoryd.store.prepare import (
     pool_size,
     prepare_many,
 )
-from memoryd.store.readers import ReaderPool, file_problem
+from memoryd.store.readers import (
+    DAMAGE_ERRORS,
+    IndexCorrupted,
+    IndexUnavailable,
+    ReaderPool,
+    file_problem,
+)
+from memoryd.store.schema import SCHEMA, versions
 
 log = structlog.get_logger("memoryd.index")
 
-SCHEMA_VERSION = 4
 PRUNE_MIN_CHUNKS = 1000
 PRUNE_MAX_SHARE = 0.05
 MERGE_STEP_PAGES = 256
-
-SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS documents(
-  doc_id INTEGER PRIMARY KEY,
-  path TEXT NOT NULL UNIQUE,
-  mtime_ns INTEGER NOT NULL,
-  size INTEGER NOT NULL,
-  sha256 TEXT NOT NULL,
-  indexed_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS chunks(
-  chunk_id INTEGER PRIMARY KEY,
-  doc_id INTEGER NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-  start_line INTEGER NOT NULL,
-  end_line INTEGER NOT NULL,
-  heading TEXT NOT NULL,
-  text TEXT NOT NULL,
-  text_digest TEXT NOT NULL,
-  text_length INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
--- Contentless: the segmented body and the identifier forms are only needed to build the index, and the raw
--- chunk text lives in chunks. contentless_delete lets a document's rows be deleted by rowid.
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-  body, idents, content='', contentless_delete=1, tokenize='{textindex.TOKENIZER}'
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, 'row');
-"""
-
-
-# What SQLite raises for a file that is not (or no longer) a sound database: overwritten, truncated, damaged.
-DAMAGE_ERRORS: tuple[type[apsw.Error], ...] = (apsw.CorruptError, apsw.NotADBError)
-
-
-class IndexUnavailable(RuntimeError):
-    """The index is closed (the workspace is being removed, or the daemon stops)."""
-
-
-class IndexCorrupted(RuntimeError):
-    """Reading the index file met a damaged database (flagged in ``NoteIndex.damaged`` for a rebuild), or could
-    not open it at all (deleted while open: "missing"). ``reason`` is what a rebuild reports."""
-
-    def __init__(self, reason: str, error: str) -> None:
-        super().__init__(f"{reason} ({error})")
-        self.reason = reason
-
-
-def versions(chunk_max_lines: int) -> dict[str, str]:
-    return {
-        "schema_version": str(SCHEMA_VERSION),
-        "chunker_version": str(chunker.CHUNKER_VERSION),
-        "text_version": str(textindex.TEXT_VERSION),
-        "tokenizer": textindex.TOKENIZER,
-        "chunk_max_lines": str(chunk_max_lines),
-    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,23 @@ import apsw
 _HEADER = b"SQLite format 3\x00"
 
 
+# What SQLite raises for a file that is not (or no longer) a sound database: overwritten, truncated, damaged.
+DAMAGE_ERRORS: tuple[type[apsw.Error], ...] = (apsw.CorruptError, apsw.NotADBError)
+
+
+class IndexUnavailable(RuntimeError):
+    """The index is closed (the workspace is being removed, or the daemon stops)."""
+
+
+class IndexCorrupted(RuntimeError):
+    """Reading the index file met a damaged database (flagged in ``NoteIndex.damaged`` for a rebuild), or could
+    not open it at all (deleted while open: "missing"). ``reason`` is what a rebuild reports."""
+
+    def __init__(self, reason: str, error: str) -> None:
+        super().__init__(f"{reason} ({error})")
+        self.reason = reason
+
+
 class SharedLock:
     """A readers-writer lock that prefers the writer: once ``exclusive`` waits, new readers wait behind it, so a
     stream of searches cannot starve a swap (which holds it for milliseconds)."""
