@@ -205,6 +205,30 @@ def test_prune_keeps_rare_terms_and_drops_common_ones(tmp_path: Path) -> None:
     assert hits[0].heading == "## Rare"
 
 
+def test_a_known_word_is_found_however_common_and_whatever_unknown_words_come_with_it(tmp_path: Path) -> None:
+    root = short_tmp("ws")
+    (root / "memory").mkdir()
+    body = "".join(f"## E{i}\n- firmware update entry {i}\n\n" for i in range(1200))  # in every chunk
+    (root / "memory" / "big.md").write_text(body + "## Serial\n- 串口超时 after the firmware update\n")
+    index = NoteIndex(root, tmp_path / "index.sqlite")
+    index.open()
+    assert index.counts()[1] >= 1000
+
+    def found(query: str) -> list[Hit]:
+        match = textindex.join_terms(index.prune(textindex.match_terms(query)))
+        return [] if match is None else index.search(match, 5)
+
+    assert len(found("firmware")) == 5
+    assert found("firmware flashh")  # the issue: one unknown word emptied the results
+    assert found("flashh firmware zzqx qqvv")
+    assert found("update firmware flashh")  # two common words, and an unknown one
+    assert found("flashh 串口超时")[0].heading == "## Serial"
+    # a rare word that occurs still prunes the common ones
+    kept = [t.token for t in index.prune(textindex.match_terms("firmware 串口超时 flashh"))]
+    assert "firmware" not in kept and "串口" in kept
+    index.close()
+
+
 # --- rule files ---------------------------------------------------------------------------------------------
 
 PROFILE = """\

@@ -21,9 +21,10 @@ import structlog
 from memoryd.config import Settings
 from memoryd.errors import AppError
 from memoryd.fsio import atomic_write, confine
-from memoryd.notes import chunker, daily, textindex
+from memoryd.notes import chunker, daily, healing, textindex
 from memoryd.store.index import Hit, NoteIndex, SyncReport
 from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
+from memoryd.store.readers import IndexCorrupted
 from memoryd.tasks import task
 from memoryd.watch import WorkspaceWatcher
 from memoryd.workspaces import Workspace
@@ -50,6 +51,8 @@ class WorkspaceNotes:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     watching: bool = False
     progress: tuple[int, int] | None = None  # (files done, files total) while an explicit index runs
+    heal: str | None = None  # why the index file must be rebuilt (damaged, deleted, replaced): the indexer does it
+    heal_failed: str | None = None  # the last automatic rebuild failed (status recommends `index --full`)
 
     @property
     def root(self) -> Path:
@@ -193,12 +196,16 @@ class NotesService:
                     continue
             await notes.wake.wait()
             notes.wake = anyio.Event()
+            await healing.heal(notes)
             full, notes.full_rescan = notes.full_rescan, False
             batch = set(notes.pending)
             try:
                 async with notes.write_lock:
                     await anyio.to_thread.run_sync(notes.index.sync, None if full else batch)
                 notes.pending -= batch
+            except IndexCorrupted as exc:
+                notes.pending |= batch
+                healing.schedule(notes, exc.reason)
             except Exception:
                 log.exception("index_sync_failed", workspace_id=notes.ws.id)
                 await anyio.sleep(1.0)
@@ -325,25 +332,41 @@ class NotesService:
 
     async def search(self, ws: Workspace, query: str, limit: int, snippet_max_chars: int) -> dict[str, Any]:
         notes = await self._ready(self.get_notes(ws))
-        terms = textindex.match_terms(query)
-        hits: list[Hit] = []
-        if terms:
 
-            def run() -> list[Hit]:
-                match = textindex.join_terms(notes.index.prune(terms))
-                return [] if match is None else notes.index.search(match, limit)
-
+        # Everything but the RPC itself runs in a worker thread (query parsing, SQLite, snippets): searches of
+        # one workspace then run side by side, each on its own read connection, not in turn on the event loop.
+        def run() -> tuple[list[dict[str, Any]] | None, str | None]:  # (None: failed, why the file needs a rebuild)
+            terms = textindex.match_terms(query)
+            if not terms:
+                return [], None
             try:
-                hits = await anyio.to_thread.run_sync(run)
-            except Exception as exc:
-                log.exception("search_failed", workspace_id=ws.id)
-                raise AppError("MEMORY_SEARCH_FAILED") from exc
+                match = textindex.join_terms(notes.index.prune(terms))
+                found = [] if match is None else notes.index.search(match, limit)
+            except IndexCorrupted as exc:
+                return None, exc.reason
+            except Exception:
+                problem = notes.index.check_file()  # truncated, replaced: what failed is the file
+                if problem is None:
+                    raise
+                return None, problem
+            hits = [self._hit(ws, h, query, snippet_max_chars) for h in found]
+            return hits, notes.index.check_file(header=False)  # a stat: deleted or replaced under us?
+
+        try:
+            hits, problem = await anyio.to_thread.run_sync(run)
+        except Exception as exc:  # the error's type only: SQLite's messages can quote the query
+            log.error("search_failed", workspace_id=ws.id, error=type(exc).__name__)
+            raise AppError("MEMORY_SEARCH_FAILED") from exc
+        if problem is not None:
+            healing.schedule(notes, problem)
+        if hits is None:  # the file could not be read (damaged, or gone for a thread that had not opened it)
+            raise AppError(
+                "MEMORY_INDEX_CORRUPTED",
+                "The index file is damaged or gone; it is being rebuilt from the Markdown files",
+                hint="Search again in a moment; `memoryctl status` shows when the rebuild is done.",
+            )
         pending = sorted(notes.pending)
-        return {
-            "hits": [self._hit(ws, h, query, snippet_max_chars) for h in hits],
-            "stale": bool(pending) or notes.full_rescan,
-            "pending": pending,
-        }
+        return {"hits": hits, "stale": bool(pending) or notes.full_rescan, "pending": pending}
 
     @staticmethod
     def _hit(ws: Workspace, hit: Hit, query: str, snippet_max_chars: int) -> dict[str, Any]:
@@ -421,10 +444,19 @@ class NotesService:
 
         async with notes.write_lock:
             notes.progress = (0, 0)
+            notes.heal = None
+
+            def run() -> SyncReport:  # a damaged, deleted or replaced file is rebuilt, not synced
+                problem = notes.index.check_file()
+                if full or problem:
+                    return notes.index.rebuild(problem or "requested", progress)
+                try:
+                    return notes.index.sync(None, progress)
+                except IndexCorrupted as exc:
+                    return notes.index.rebuild(exc.reason, progress)
+
             try:
-                report: SyncReport = await anyio.to_thread.run_sync(
-                    lambda: notes.index.rebuild("requested", progress) if full else notes.index.sync(None, progress)
-                )
+                report = await anyio.to_thread.run_sync(run)
             except Exception as exc:
                 log.exception("index_failed", workspace_id=ws.id)
                 raise AppError("MEMORY_INDEX_FAILED") from exc
@@ -526,12 +558,19 @@ class NotesService:
         notes = self.get_notes(ws)
         with anyio.move_on_after(5):
             await notes.opened.wait()
-        files, chunks = await anyio.to_thread.run_sync(notes.index.counts)
-        segments = await anyio.to_thread.run_sync(notes.index.segments)
-        dirty = await anyio.to_thread.run_sync(notes.index.dirty_files) if notes.opened.is_set() else []
+        problem = await anyio.to_thread.run_sync(notes.index.check_file)
+        try:
+            files, chunks = await anyio.to_thread.run_sync(notes.index.counts)
+            segments = await anyio.to_thread.run_sync(notes.index.segments)
+            dirty = await anyio.to_thread.run_sync(notes.index.dirty_files) if notes.opened.is_set() else []
+        except IndexCorrupted as exc:
+            problem, files, chunks, segments, dirty = exc.reason, 0, 0, 0, []
+        problem = problem or notes.heal
+        if problem is not None:
+            healing.schedule(notes, problem)
         memory_ok = (ws.path / "memory").is_dir()
         recommended = None
-        if notes.open_error:
+        if notes.open_error or notes.heal_failed:
             recommended = "memoryctl index --full"
         elif not memory_ok:
             recommended = "memoryctl init"
@@ -554,7 +593,9 @@ class NotesService:
             "rebuilt": notes.index.last_rebuild_reason,
             "watching": notes.watching,
             "indexing": None if notes.progress is None else {"done": notes.progress[0], "total": notes.progress[1]},
-            "error": notes.open_error,
+            "error": notes.open_error
+            or (None if problem is None else f"index file {problem}: rebuilding it in the background")
+            or (None if notes.heal_failed is None else f"index file {notes.heal_failed}: the rebuild failed"),
             "recommended": recommended,
         }
 

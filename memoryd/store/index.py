@@ -3,6 +3,10 @@
 What is indexed, and how a file becomes rows, is :mod:`memoryd.store.prepare`. Incremental by (mtime, size) then
 sha256. A schema, chunker or text-processing version change, or a corrupt or missing file, triggers a rebuild; a
 full rebuild writes ``index.sqlite.new`` and swaps it in with ``os.replace`` so a search never sees half an index.
+Reads run side by side, each thread on its own connection (:mod:`memoryd.store.readers`); the swap waits for the
+reads in flight and the next ones read the new file, so a search never fails during a rebuild. A read or write
+that meets a damaged file raises :class:`IndexCorrupted`, and :meth:`NoteIndex.check_file` notices a file
+deleted, replaced or overwritten under the open connections: the caller rebuilds (:mod:`memoryd.notes.healing`).
 Blocking: call from a worker thread, never from the event loop.
 
 Indexing is preparation (:func:`~memoryd.store.prepare.prepare_text`) and SQLite inserts. Prepared rows travel as
@@ -19,7 +23,7 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +31,7 @@ import apsw
 import orjson
 import structlog
 
-from memoryd.notes import chunker, textindex
+from memoryd.notes import textindex
 from memoryd.store.prepare import (
     PIPELINE_MIN_BYTES,
     batches,
@@ -36,52 +40,20 @@ from memoryd.store.prepare import (
     pool_size,
     prepare_many,
 )
+from memoryd.store.readers import (
+    DAMAGE_ERRORS,
+    IndexCorrupted,
+    IndexUnavailable,
+    ReaderPool,
+    file_problem,
+)
+from memoryd.store.schema import SCHEMA, versions
 
 log = structlog.get_logger("memoryd.index")
 
-SCHEMA_VERSION = 4
 PRUNE_MIN_CHUNKS = 1000
 PRUNE_MAX_SHARE = 0.05
 MERGE_STEP_PAGES = 256
-
-SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS documents(
-  doc_id INTEGER PRIMARY KEY,
-  path TEXT NOT NULL UNIQUE,
-  mtime_ns INTEGER NOT NULL,
-  size INTEGER NOT NULL,
-  sha256 TEXT NOT NULL,
-  indexed_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS chunks(
-  chunk_id INTEGER PRIMARY KEY,
-  doc_id INTEGER NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-  start_line INTEGER NOT NULL,
-  end_line INTEGER NOT NULL,
-  heading TEXT NOT NULL,
-  text TEXT NOT NULL,
-  text_digest TEXT NOT NULL,
-  text_length INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
--- Contentless: the segmented body and the identifier forms are only needed to build the index, and the raw
--- chunk text lives in chunks. contentless_delete lets a document's rows be deleted by rowid.
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-  body, idents, content='', contentless_delete=1, tokenize='{textindex.TOKENIZER}'
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vocab USING fts5vocab(chunks_fts, 'row');
-"""
-
-
-def versions(chunk_max_lines: int) -> dict[str, str]:
-    return {
-        "schema_version": str(SCHEMA_VERSION),
-        "chunker_version": str(chunker.CHUNKER_VERSION),
-        "text_version": str(textindex.TEXT_VERSION),
-        "tokenizer": textindex.TOKENIZER,
-        "chunk_max_lines": str(chunk_max_lines),
-    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,16 +86,19 @@ def _connect(path: Path, *, readonly: bool = False) -> apsw.Connection:
 
 
 class NoteIndex:
-    """The index file of one workspace. Thread-safe: one writer at a time, readers on their own connection."""
+    """The index file of one workspace. Thread-safe: one writer at a time (the write lock), any number of readers
+    (a read connection per thread, under the readers' shared lock, which only a swap or close takes exclusively)."""
 
     def __init__(self, root: Path, db_path: Path, *, chunk_max_lines: int = 40) -> None:
         self.root = root
         self.db_path = db_path
         self.chunk_max_lines = chunk_max_lines
         self._write_lock = threading.Lock()
-        self._read_lock = threading.Lock()
+        # Read connections, one per thread; their lock is taken exclusively only to swap or close the file.
+        self._readers = ReaderPool(lambda: _connect(self.db_path, readonly=True))
         self._writer: apsw.Connection | None = None
-        self._reader: apsw.Connection | None = None
+        self._file_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the file the connections have open
+        self.damaged: str | None = None  # why the open file needs a rebuild (a read or write met a damaged file)
         self.last_indexed: float | None = None
         self._chunk_count = 0  # kept current after every write: count(*) costs ms at 100k chunks
         self._df_cache: dict[str, int] = {}
@@ -150,15 +125,16 @@ class NoteIndex:
             return reason
 
     def close(self) -> None:
-        with self._write_lock, self._read_lock:
-            self._close_connections()
+        with self._write_lock, self._readers.lock.exclusive():
+            self._close_connections(open_after=False)
 
-    def _close_connections(self) -> None:
-        for conn in (self._writer, self._reader):
-            if conn is not None:
-                with contextlib.suppress(apsw.Error):
-                    conn.close()
-        self._writer = self._reader = None
+    def _close_connections(self, *, open_after: bool) -> None:
+        """Close the writer and every reader. Under the write lock and the readers' exclusive lock."""
+        self._readers.reset(open_after=open_after)
+        if self._writer is not None:
+            with contextlib.suppress(apsw.Error):  # a broken file: the connection is dropped either way
+                self._writer.close()
+        self._writer = None
 
     def drop(self) -> None:
         self.close()
@@ -184,14 +160,52 @@ class NoteIndex:
         return None
 
     def _open_connections(self) -> None:
+        """(Re)open the writer; readers reopen on their next read. Under the write lock."""
+        with self._readers.lock.exclusive():
+            self._close_connections(open_after=True)
+            self._open_writer()
+
+    def _open_writer(self) -> None:
         writer = _connect(self.db_path)
-        writer.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
+        try:
+            writer.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
+            self._chunk_count = int(writer.execute("SELECT count(*) FROM chunks").fetchone()[0])  # type: ignore[index]
+        except apsw.Error:
+            writer.close()
+            raise
         self._writer = writer
-        self._chunk_count = int(writer.execute("SELECT count(*) FROM chunks").fetchone()[0])  # type: ignore[index]
-        with self._read_lock:
-            if self._reader is not None:
-                self._reader.close()
-            self._reader = _connect(self.db_path, readonly=True)
+        info = os.stat(self.db_path)
+        self._file_id = (info.st_dev, info.st_ino)
+        self.damaged = None
+
+    def check_file(self, *, header: bool = True) -> str | None:
+        """Why the open index file needs a rebuild, cheaply (a stat, and a 16-byte read when ``header``): "missing"
+        (deleted while open), "replaced" (another file at its path), "corrupt" (not a SQLite header, or a read or
+        write met a damaged page); None when it looks sound or is not open."""
+        with self._readers.lock.shared():
+            if not self._readers.is_open or self._file_id is None:
+                return None
+            if self.damaged is not None:
+                return self.damaged
+            return file_problem(self.db_path, self._file_id, header=header)
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[apsw.Connection | None]:
+        """This thread's read connection under the shared lock (None while closed); a damaged file raises
+        :class:`IndexCorrupted` and is flagged for a rebuild."""
+        with self._readers.lock.shared():
+            try:
+                yield self._readers.get()
+            except DAMAGE_ERRORS as exc:
+                self.damaged = "corrupt"
+                log.warning("index_damaged", root_digest=_digest(str(self.root)), error=type(exc).__name__)
+                raise IndexCorrupted("corrupt", type(exc).__name__) from exc
+            except apsw.CantOpenError as exc:  # a thread's first read of a file deleted since it was opened
+                raise IndexCorrupted("missing", type(exc).__name__) from exc
+
+    def readers(self) -> int:
+        """How many read connections are open (one per thread that has searched since the last swap)."""
+        return self._readers.count()
 
     # --- writing ------------------------------------------------------------------------------------------
 
@@ -222,11 +236,12 @@ class NoteIndex:
             os.fsync(fd)
         finally:
             os.close(fd)
-        with self._read_lock:
-            self._close_connections()
+        # The swap: no reader is inside a read meanwhile (they wait on the shared lock, then read the new file).
+        with self._readers.lock.exclusive():
+            self._close_connections(open_after=True)
             _unlink(self.db_path, ("-wal", "-shm"))
             os.replace(fresh, self.db_path)
-        self._open_connections()
+            self._open_writer()
         self._df_cache.clear()
         self.merge_pending, self._merging = True, False
         report.rebuilt = True
@@ -251,8 +266,12 @@ class NoteIndex:
         started = time.perf_counter()
         with self._write_lock:
             if self._writer is None:
-                raise RuntimeError("index is not open")
-            report = self._sync_into(self._writer, None if paths is None else set(paths), progress)
+                raise IndexUnavailable("index is not open")
+            try:
+                report = self._sync_into(self._writer, None if paths is None else set(paths), progress)
+            except DAMAGE_ERRORS as exc:
+                self.damaged = "corrupt"
+                raise IndexCorrupted("corrupt", type(exc).__name__) from exc
             self._chunk_count += report.chunk_delta  # count(*) costs milliseconds at 100k chunks
         if report.files_indexed or report.files_removed:
             self.last_write = time.monotonic()
@@ -352,6 +371,8 @@ class NoteIndex:
             try:
                 self._writer.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES('merge', ?)", (step,))
             except apsw.Error as exc:  # only search speed depends on it: give up, searches read every segment
+                if isinstance(exc, DAMAGE_ERRORS):
+                    self.damaged = "corrupt"
                 log.warning("index_merge_failed", root_digest=_digest(str(self.root)), error=type(exc).__name__)
                 self.merge_pending = self._merging = False
                 return False
@@ -362,18 +383,21 @@ class NoteIndex:
     # --- reading ------------------------------------------------------------------------------------------
 
     def prune(self, terms: list[textindex.Term]) -> list[textindex.Term]:
-        """Drop very common single-word terms when rarer ones remain (an adaptive stop list).
+        """Drop very common single-word terms when a rarer word that occurs remains (an adaptive stop list).
 
         An OR query must score every row that matches any term; a word in a fifth of all chunks makes that
         tens of thousands of rows at 100k chunks, while its BM25 weight (idf) is close to nothing. Identifier
-        and phrase terms are always kept. Small indexes are not pruned: they are fast anyway.
+        and phrase terms are always kept, and so are unknown words (document frequency 0: they cost nothing and
+        match nothing). A common word is only dropped for a rarer word that does occur; when every word that
+        occurs is common, the two rarest are kept, so a query with one known word always finds it. Small
+        indexes are not pruned: they are fast anyway.
         """
-        with self._read_lock:
-            if self._reader is None:
-                raise RuntimeError("index is not open")
-            total = self._chunk_count
-            if total < PRUNE_MIN_CHUNKS:
-                return terms
+        total = self._chunk_count
+        if total < PRUNE_MIN_CHUNKS:
+            return terms
+        with self._reading() as reader:
+            if reader is None:
+                raise IndexUnavailable("index is not open")
             # Frequencies only need to be roughly right: cache them until the index grows or shrinks by 1%.
             if abs(total - self._df_basis) > total // 100:
                 self._df_cache.clear()
@@ -381,16 +405,18 @@ class NoteIndex:
             frequency = self._df_cache
             for term in terms:
                 if term.token is not None and term.token not in frequency:
-                    row = self._reader.execute("SELECT doc FROM chunks_vocab WHERE term = ?", (term.token,)).fetchone()
+                    row = reader.execute("SELECT doc FROM chunks_vocab WHERE term = ?", (term.token,)).fetchone()
                     if len(frequency) > 100_000:
                         frequency.clear()
                     frequency[term.token] = int(row[0]) if row else 0
+            df = {t.token: frequency.get(t.token, 0) for t in terms if t.token is not None}
         limit = total * PRUNE_MAX_SHARE
-        kept = [t for t in terms if t.token is None or frequency.get(t.token, 0) <= limit]
-        if kept:
-            return kept
-        words = sorted((t for t in terms if t.token is not None), key=lambda t: frequency.get(t.token or "", 0))
-        return words[:2]
+        known = sorted((t for t in terms if t.token is not None and df[t.token] > 0), key=lambda t: df[t.token or ""])
+        if not known or df[known[0].token or ""] <= limit:
+            # a rare word occurs (or none does at all): the common ones add cost, not results
+            return [t for t in terms if t.token is None or df[t.token] <= limit]
+        rarest = {id(t) for t in known[:2]}
+        return [t for t in terms if t.token is None or df[t.token] == 0 or id(t) in rarest]
 
     def search(self, match: str, limit: int) -> list[Hit]:
         # Rank inside FTS5 first (ORDER BY rank LIMIT), then join only the winners.
@@ -399,38 +425,38 @@ class NoteIndex:
             "(SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?) AS top "
             "JOIN chunks c ON c.chunk_id = top.rowid JOIN documents d ON d.doc_id = c.doc_id ORDER BY top.rank"
         )
-        with self._read_lock:
-            if self._reader is None:
-                raise RuntimeError("index is not open")
-            rows = self._reader.execute(sql, (match, limit)).fetchall()
+        with self._reading() as reader:
+            if reader is None:
+                raise IndexUnavailable("index is not open")
+            rows = reader.execute(sql, (match, limit)).fetchall()
         return [
             Hit(str(path), int(start), int(end), str(heading), str(text), round(-float(rank), 6))  # type: ignore[arg-type]
             for path, start, end, heading, text, rank in rows
         ]
 
     def counts(self) -> tuple[int, int]:
-        with self._read_lock:
-            if self._reader is None:
+        with self._reading() as reader:
+            if reader is None:
                 return 0, 0
-            (files,) = self._reader.execute("SELECT count(*) FROM documents").fetchone() or (0,)
-            (chunks,) = self._reader.execute("SELECT count(*) FROM chunks").fetchone() or (0,)
+            (files,) = reader.execute("SELECT count(*) FROM documents").fetchone() or (0,)
+            (chunks,) = reader.execute("SELECT count(*) FROM chunks").fetchone() or (0,)
         return int(files), int(chunks)
 
     def segments(self) -> int:
         """How many FTS5 segments the index has (1 once a rebuild's have been merged; writes add more, which FTS5
         merges as they accumulate)."""
-        with self._read_lock:
-            if self._reader is None:
+        with self._reading() as reader:
+            if reader is None:
                 return 0
-            (count,) = self._reader.execute("SELECT count(DISTINCT segid) FROM chunks_fts_idx").fetchone() or (0,)
+            (count,) = reader.execute("SELECT count(DISTINCT segid) FROM chunks_fts_idx").fetchone() or (0,)
         return int(count)
 
     def dirty_files(self) -> list[str]:
         """Files whose (mtime, size) differ from the index, plus indexed files that are gone."""
-        with self._read_lock:
-            if self._reader is None:
+        with self._reading() as reader:
+            if reader is None:
                 return []
-            known = {p: (m, s) for p, m, s in self._reader.execute("SELECT path, mtime_ns, size FROM documents")}
+            known = {p: (m, s) for p, m, s in reader.execute("SELECT path, mtime_ns, size FROM documents")}
         present = {rel: (info.st_mtime_ns, info.st_size) for rel, info in indexed_files(self.root)}
         dirty = [rel for rel, sig in present.items() if known.get(rel) != sig]
         dirty += [rel for rel in known if rel not in present]

@@ -1,0 +1,170 @@
+"""Parallel search benchmark: throughput of 1 vs N concurrent clients searching one workspace, and where the
+daemon's time goes (the event-loop thread: RPC, JSON, snippets; the worker threads: SQLite).
+
+Target on 2 cores: 8 clients ≥ 1.7× the throughput of 1 client, on a 50 MB workspace.
+Also measured in-process (NoteIndex from threads, no RPC): the ceiling SQLite's side allows.
+Clients are processes (not threads), so the client side is not what limits.
+Run: .venv/bin/python bench/bench_parallel_search.py [--mb 50] [--clients 1,2,8] [--seconds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from common import Rpc, conditions, daemon
+from corpus import generate
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu(pid: int) -> tuple[float, float]:
+    """(event-loop thread, all other threads) CPU seconds of a process, from /proc."""
+    main = other = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        seconds = (int(fields[11]) + int(fields[12])) / TICK
+        if int(task.name) == pid:
+            main += seconds
+        else:
+            other += seconds
+    return main, other
+
+
+def _client(sock: str, ws: str, queries: list[str], seconds: float, start: float, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    rpc = Rpc(sock)
+    while time.time() < start:
+        time.sleep(0.001)
+    done = failed = 0
+    n = os.getpid()
+    deadline = start + seconds
+    while time.time() < deadline:
+        try:
+            rpc.call("search", {"workspace": ws, "query": queries[n % len(queries)], "limit": 5})
+            done += 1
+        except RuntimeError:
+            failed += 1
+        n += 1
+    rpc.close()
+    out.put((done, failed))
+
+
+def over_rpc(sock: str, ws: str, pid: int, queries: list[str], clients: int, seconds: float) -> float:
+    out: multiprocessing.Queue = multiprocessing.Queue()  # type: ignore[type-arg]
+    start = time.time() + 0.5
+    procs = [
+        multiprocessing.Process(target=_client, args=(sock, ws, queries, seconds, start, out)) for _ in range(clients)
+    ]
+    for p in procs:
+        p.start()
+    time.sleep(max(0.0, start - time.time()))
+    before = _cpu(pid)
+    results = [out.get(timeout=seconds + 60) for _ in procs]
+    after = _cpu(pid)
+    for p in procs:
+        p.join()
+    done = sum(r[0] for r in results)
+    failed = sum(r[1] for r in results)
+    rate = done / seconds
+    loop, workers = after[0] - before[0], after[1] - before[1]
+    print(
+        f"  RPC, {clients} client(s): {rate:.0f} searches/s ({failed} failed); daemon CPU per search: "
+        f"event loop {loop / max(done, 1) * 1000:.2f} ms, worker threads {workers / max(done, 1) * 1000:.2f} ms; "
+        f"event-loop thread busy {loop / seconds:.0%} of the wall time"
+    )
+    if done:  # what the daemon's CPU use allows on this machine: the loop is one thread, the rest spreads
+        per_loop, per_all = loop / done, (loop + workers) / done
+        cores = os.cpu_count() or 1
+        bound = min(1 / per_loop if per_loop else float("inf"), cores / per_all if per_all else float("inf"))
+        print(f"    CPU bound for the daemon alone on {cores} cores: ≈ {bound:.0f} searches/s")
+    return rate
+
+
+def in_process(root: Path, queries: list[str], threads_list: list[int], seconds: float) -> None:
+    from memoryd.notes import textindex
+    from memoryd.store.index import NoteIndex
+
+    db = Path(tempfile.mkdtemp(prefix="mdbp", dir="/tmp")) / "index.sqlite"
+    index = NoteIndex(root, db)
+    index.open()
+    while index.merge_step():
+        pass
+    matches = [m for q in queries if (m := textindex.join_terms(index.prune(textindex.match_terms(q))))]
+    base = None
+    for count in threads_list:
+        totals = [0] * count
+        stop = time.perf_counter() + seconds
+
+        def run(slot: int, stop: float = stop, totals: list[int] = totals) -> None:
+            n = slot
+            while time.perf_counter() < stop:
+                index.search(matches[n % len(matches)], 5)
+                n += 1
+                totals[slot] += 1
+
+        workers = [threading.Thread(target=run, args=(slot,)) for slot in range(count)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        rate = sum(totals) / seconds
+        base = base or rate
+        print(f"  in-process, {count} thread(s): {rate:.0f} searches/s ({rate / base:.2f}× 1 thread)")
+    index.drop()
+    shutil.rmtree(db.parent, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mb", type=float, default=50)
+    parser.add_argument("--clients", default="1,2,8")
+    parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--queries", type=int, default=300)
+    args = parser.parse_args()
+    counts = [int(c) for c in args.clients.split(",")]
+    print(f"# bench_parallel_search · {conditions()}")
+    work = Path(tempfile.mkdtemp(prefix="mdbw", dir="/tmp"))
+    try:
+        targets = generate(work, args.mb, targets_wanted=args.queries)
+        queries = [t.query for t in targets]
+        print(f"\n## corpus {args.mb} MB, {len(queries)} queries, {args.seconds:g} s per run")
+        in_process(work, queries, counts, args.seconds)
+        with daemon(log_level="warning") as (home, _env):
+            sock = str(home / "run" / "memoryd.sock")
+            rpc = Rpc(sock)
+            ws = rpc.call("workspace.add", {"path": str(work)})["workspace_id"]
+            rpc.call("index", {"workspace": ws})
+            status = rpc.call("status", {"workspace": ws})
+            while status["workspaces"][0]["segments"] > 1:  # the idle merge, as a long-running daemon has done
+                time.sleep(0.1)
+                status = rpc.call("status", {"workspace": ws})
+            pid = int(status["pid"])
+            rates = {count: over_rpc(sock, ws, pid, queries, count, args.seconds) for count in counts}
+            first = rates[counts[0]]
+            print(
+                "  throughput vs 1 client: "
+                + ", ".join(f"{c} clients {r / first:.2f}×" for c, r in rates.items() if c != counts[0])
+                + "  (target 8 clients ≥ 1.7×)"
+            )
+            threads = len(list(Path(f"/proc/{pid}/task").iterdir()))
+            print(f"  daemon threads after the runs: {threads} (anyio's default limiter allows 40 worker threads)")
+            rpc.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    main()
