@@ -21,8 +21,8 @@ import structlog
 
 from memoryd.config import Settings
 from memoryd.errors import AppError
-from memoryd.fsio import atomic_write, confine
-from memoryd.notes import chunker, daily, textindex
+from memoryd.fsio import NotRegularFile, confine
+from memoryd.notes import append, chunker, daily, textindex
 from memoryd.store.index import Hit, NoteIndex, SyncReport
 from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
 from memoryd.watch import WorkspaceWatcher
@@ -33,6 +33,9 @@ log = structlog.get_logger("memoryd.notes")
 KNOWN_FILES = {"MEMORY.md", "INSIGHTS.md", "HISTORY.md"}
 # Markdown memory, and the rule files the index also covers (the rules service reloads them on change).
 WATCHED = ["memory", "spec/memory", OVERRIDES]
+# One group commit writes at most this many remembers (and about this many bytes); the rest wait for the next.
+BATCH_MAX_ENTRIES = 256
+BATCH_MAX_BYTES = 1024 * 1024
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
 
@@ -50,6 +53,8 @@ class WorkspaceNotes:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     watching: bool = False
     progress: tuple[int, int] | None = None  # (files done, files total) while an explicit index runs
+    queue: list[append.Request] = field(default_factory=list)  # remembers waiting for the writer
+    tail: append.Tail | None = None  # today's file as the last append left it
 
     @property
     def root(self) -> Path:
@@ -236,16 +241,43 @@ class NotesService:
         # The Markdown file is the truth: a broken index must not stop a write (data safety first).
         notes = self.get_notes(ws)
         await notes.opened.wait()
-        async with notes.write_lock:
-            return await anyio.to_thread.run_sync(lambda: self._append(notes, kind, text, reason, followup, dry_run))
+        request = append.Request(kind, text, reason, followup)
+        if dry_run:
+            async with notes.write_lock:
+                return await anyio.to_thread.run_sync(self._dry_run, notes, request)
+        # Group commit: whoever holds the lock writes every remember queued meanwhile in one append and one fsync;
+        # the others then find theirs done. anyio's lock is fair, so a caller waits for at most one batch ahead.
+        notes.queue.append(request)
+        try:
+            async with notes.write_lock:
+                while not request.taken:
+                    batch = self._take(notes)
+                    await anyio.to_thread.run_sync(self._write, notes, batch)
+        finally:
+            if not request.taken:  # cancelled while waiting: never written later behind the caller's back
+                with contextlib.suppress(ValueError):
+                    notes.queue.remove(request)
+        if request.error is not None:
+            raise request.error
+        assert request.result is not None
+        return request.result
 
-    def _append(
-        self, notes: WorkspaceNotes, kind: str, text: str, reason: str | None, followup: str | None, dry_run: bool
-    ) -> dict[str, Any]:
-        now = datetime.now().astimezone()
+    @staticmethod
+    def _take(notes: WorkspaceNotes) -> list[append.Request]:
+        """The next batch from the front of the queue: at most BATCH_MAX_ENTRIES and about BATCH_MAX_BYTES."""
+        batch: list[append.Request] = []
+        size = 0
+        while notes.queue and len(batch) < BATCH_MAX_ENTRIES and (not batch or size < BATCH_MAX_BYTES):
+            request = notes.queue.pop(0)
+            request.taken = True
+            size += request.size
+            batch.append(request)
+        return batch
+
+    def _target(self, notes: WorkspaceNotes, now: datetime, *, create: bool) -> tuple[str, Path]:
         memory_dir = notes.root / "memory"
         rel = f"memory/{now.strftime('%Y-%m-%d')}.md"
-        if not dry_run:
+        if create:
             try:
                 memory_dir.mkdir(exist_ok=True)
             except OSError as exc:
@@ -253,69 +285,83 @@ class NotesService:
         target = confine(notes.root, rel)
         if memory_dir.resolve() not in target.parents:
             raise AppError("MEMORY_PATH_TRAVERSAL", "memory/ points outside the workspace")
-        for _attempt in range(5):
-            try:
-                before = target.stat()
-                existing = target.read_bytes()
-            except FileNotFoundError:
-                before, existing = None, b""
-            except OSError as exc:
-                raise AppError("MEMORY_READ_FAILED", f"Cannot read {rel}: {exc.strerror}") from exc
-            plan = daily.plan_entry(
-                now=now,
-                kind=kind,
-                text=text,
-                reason=reason,
-                followup=followup,
-                file_exists=bool(existing),
-                file_ends_with_newline=existing.endswith(b"\n"),
-            )
-            head = existing + plan.header.encode("utf-8")
-            entry = plan.entry.encode("utf-8")
-            leading = len(entry) - len(entry.lstrip(b"\n"))
-            start_line = head.count(b"\n") + leading + 1
-            lines = entry.count(b"\n") - leading
-            result = {
-                "id": daily.entry_id(),
-                "path": rel,
-                "start_line": start_line,
-                "lines": lines,
-                "heading": plan.heading,
-            }
-            if dry_run:
-                result["dry_run"] = True
-                result["text"] = (plan.header + plan.entry.lstrip("\n")) if not existing else plan.entry.lstrip("\n")
-                return result
-            try:
-                current = target.stat()
-            except FileNotFoundError:
-                current = None
-            if (before is None) != (current is None) or (
-                before is not None
-                and current is not None
-                and (before.st_mtime_ns, before.st_size) != (current.st_mtime_ns, current.st_size)
-            ):
-                continue  # someone edited the file meanwhile: plan again on the new content
-            try:
-                atomic_write(target, head + entry)
-            except OSError as exc:
-                raise AppError("MEMORY_WRITE_FAILED", f"Cannot write {rel}: {exc.strerror}") from exc
-            if notes.open_error is None:
+        return rel, target
+
+    def _known(self, notes: WorkspaceNotes, rel: str, target: Path) -> append.Tail | None:
+        """What is known of the daily file: the kept tail while the file is as this daemon left it, else it is
+        read once."""
+        tail = notes.tail if notes.tail is not None and notes.tail.rel == rel else None
+        try:
+            current = os.stat(target)
+        except FileNotFoundError:
+            current = None
+        except OSError as exc:
+            raise AppError("MEMORY_READ_FAILED", f"Cannot read {rel}: {exc.strerror}") from exc
+        if (
+            tail is not None
+            and current is not None
+            and (current.st_ino, current.st_size, current.st_mtime_ns) == (tail.signature)
+        ):
+            return tail
+        notes.tail = None
+        try:
+            return append.scan(target, rel, self.settings.index_max_file_bytes)
+        except NotRegularFile as exc:
+            raise AppError("MEMORY_FILE_REFUSED", f"{rel} is not a regular file") from exc
+        except OSError as exc:
+            raise AppError("MEMORY_READ_FAILED", f"Cannot read {rel}: {exc.strerror}") from exc
+
+    def _dry_run(self, notes: WorkspaceNotes, request: append.Request) -> dict[str, Any]:
+        now = datetime.now().astimezone()
+        rel, target = self._target(notes, now, create=False)
+        return append.dry_run(self._known(notes, rel, target), rel, now, request)
+
+    def _write(self, notes: WorkspaceNotes, batch: list[append.Request]) -> None:
+        """Append ``batch`` to today's file, index it, and answer each request (worker thread)."""
+        try:
+            now = datetime.now().astimezone()
+            rel, target = self._target(notes, now, create=True)
+            for _attempt in range(5):
+                tail = self._known(notes, rel, target)
                 try:
-                    notes.index.sync([rel])
-                except Exception:  # the entry is written; the watcher or `memoryctl index` catches up
-                    notes.pending.add(rel)
-                    log.exception("index_after_remember_failed", workspace_id=notes.ws.id)
-            log.info(
-                "remembered",
-                workspace_id=notes.ws.id,
-                path=rel,
-                start_line=start_line,
-                lines=lines,
-                text_length=len(text),
-            )
-            return result
-        raise AppError("MEMORY_CONFLICT", f"{rel} kept changing while writing")
+                    new, results, data = append.write(tail, target, rel, now, batch)
+                except append.ChangedMeanwhile:
+                    notes.tail = None
+                    continue  # someone edited the file meanwhile: plan again on the new content
+                except NotRegularFile as exc:
+                    raise AppError("MEMORY_FILE_REFUSED", f"{rel} is not a regular file") from exc
+                except OSError as exc:
+                    raise AppError("MEMORY_WRITE_FAILED", f"Cannot write {rel}: {exc.strerror}") from exc
+                notes.tail = new
+                for request, result in zip(batch, results, strict=True):
+                    request.result = result
+                self._index_appended(notes, tail, new, target, data)
+                log.info(
+                    "remembered",
+                    workspace_id=notes.ws.id,
+                    path=rel,
+                    entries=len(batch),
+                    start_line=results[0]["start_line"],
+                    bytes=len(data),
+                    text_lengths=[len(request.text) for request in batch],
+                )
+                return
+            raise AppError("MEMORY_CONFLICT", f"{rel} kept changing while writing")
+        except AppError as exc:
+            for request in batch:
+                request.error = exc
+
+    @staticmethod
+    def _index_appended(
+        notes: WorkspaceNotes, tail: append.Tail | None, new: append.Tail, target: Path, data: bytes
+    ) -> None:
+        if notes.open_error is not None:
+            return
+        try:
+            append.index(notes.index, tail, new, target, new.rel, data)
+        except Exception:  # the entries are written; the watcher or `memoryctl index` catches up
+            notes.pending.add(new.rel)
+            log.exception("index_after_remember_failed", workspace_id=notes.ws.id)
 
     # --- search -------------------------------------------------------------------------------------------
 
