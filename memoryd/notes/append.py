@@ -208,7 +208,7 @@ def write(
     return new, planned.results, planned.data
 
 
-def index(index: NoteIndex, tail: Tail | None, new: Tail, target: Path, rel: str, data: bytes) -> None:
+def index(index: NoteIndex, tail: Tail | None, new: Tail, target: Path, rel: str, data: bytes) -> str:
     """Index the appended entries: from the file's last block on when it is known, else the whole file."""
     after = (new.mtime_ns, new.size, new.sha.hexdigest())
     if tail is not None and tail.block is not None and new.block is not None:
@@ -216,5 +216,6 @@ def index(index: NoteIndex, tail: Tail | None, new: Tail, target: Path, rel: str
         section = read_range(target, offset, tail.size - offset) + data
         before = (tail.mtime_ns, tail.size, tail.sha.hexdigest())
         if index.index_section(rel, section.decode("utf-8", errors="replace"), line, before, after):
-            return
+            return "section"
     index.sync([rel])
+    return "file"

@@ -335,7 +335,7 @@ class NotesService:
                 notes.tail = new
                 for request, result in zip(batch, results, strict=True):
                     request.result = result
-                self._index_appended(notes, tail, new, target, data)
+                indexed = self._index_appended(notes, tail, new, target, data)
                 log.info(
                     "remembered",
                     workspace_id=notes.ws.id,
@@ -344,6 +344,7 @@ class NotesService:
                     start_line=results[0]["start_line"],
                     bytes=len(data),
                     text_lengths=[len(request.text) for request in batch],
+                    indexed=indexed,
                 )
                 return
             raise AppError("MEMORY_CONFLICT", f"{rel} kept changing while writing")
@@ -354,14 +355,17 @@ class NotesService:
     @staticmethod
     def _index_appended(
         notes: WorkspaceNotes, tail: append.Tail | None, new: append.Tail, target: Path, data: bytes
-    ) -> None:
+    ) -> str:
+        """Index what was appended; returns how: "section" (the last block and the new entries), "file" (the
+        whole file), "none" (no usable index, or it failed: the watcher or `memoryctl index` catches up)."""
         if notes.open_error is not None:
-            return
+            return "none"
         try:
-            append.index(notes.index, tail, new, target, new.rel, data)
-        except Exception:  # the entries are written; the watcher or `memoryctl index` catches up
+            return append.index(notes.index, tail, new, target, new.rel, data)
+        except Exception:
             notes.pending.add(new.rel)
             log.exception("index_after_remember_failed", workspace_id=notes.ws.id)
+            return "none"
 
     # --- search -------------------------------------------------------------------------------------------
 
