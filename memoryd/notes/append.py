@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -36,6 +37,7 @@ log = structlog.get_logger("memoryd.notes")
 
 _SENTINEL = "## \x00end"
 _READ_CHUNK = 1 << 20
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")  # as chunker.split_lines breaks lines
 
 
 @dataclass(slots=True)
@@ -78,9 +80,23 @@ def _breaks(data: bytes) -> int:
     return data.count(b"\n") + data.count(b"\r") - data.count(b"\r\n")
 
 
-def _fence_closed(text: str) -> bool:
-    """Whether a ``## `` line after ``text`` would be a heading (``text`` does not end inside a fence)."""
-    return _headings(text)[-1:] == [_SENTINEL]
+def _last_block(data: bytes) -> tuple[bool, tuple[int, int] | None]:
+    """Whether ``data`` (a whole file) ends outside any code fence, and if so where its last ``## `` block starts
+    as (byte offset, 1-based line): the preamble's (0, 1) when it has no heading."""
+    lines = chunker.split_lines(data.decode("utf-8", errors="replace")) if data else []
+    spans = chunker.chunk_spans([*lines, _SENTINEL], max_lines=1 << 30)  # one span per block
+    if not spans or spans[-1] != (len(lines), len(lines) + 1, _SENTINEL):
+        return False, None
+    starts = [lo for lo, _hi, heading in spans[:-1] if heading]  # a heading block's span starts at its heading
+    if not starts:
+        return True, (0, 1)
+    index = starts[-1]
+    if index == 0:
+        return True, (0, 1)
+    breaks = _LINE_BREAK.finditer(data)
+    for _ in range(index - 1):
+        next(breaks)
+    return True, (next(breaks).end(), index + 1)
 
 
 def _headings(text: str) -> list[str]:
@@ -115,9 +131,9 @@ def scan(target: Path, rel: str, keep_max_bytes: int) -> Tail | None:
             kept.append(part)
             if offset > keep_max_bytes:
                 kept = None
-    closed = kept is not None and _fence_closed(b"".join(kept).decode("utf-8", errors="replace"))
+    closed, block = _last_block(b"".join(kept)) if kept is not None else (False, None)
     # the stat may be older than what was read if the file grew meanwhile: the append then sees a mismatch
-    return Tail(rel, info.st_ino, offset, info.st_mtime_ns, breaks, last, sha, None, closed)
+    return Tail(rel, info.st_ino, offset, info.st_mtime_ns, breaks, last, sha, block, closed)
 
 
 @dataclass(slots=True)
