@@ -364,14 +364,16 @@ class NoteIndex:
                 for start, end, *rest in prepare_text(rel, section, self.chunk_max_lines)
             ]
             with conn:
-                old = orjson.dumps(
-                    [
-                        int(chunk_id)
-                        for (chunk_id,) in conn.execute(
-                            "SELECT chunk_id FROM chunks WHERE doc_id = ? AND start_line >= ?", (doc_id, first_line)
-                        )
-                    ]
-                )
+                # The file's chunks were inserted in file order (a sync, or earlier sections), so the last block's
+                # are the document's highest chunk ids: read backwards along chunks_doc, not through every chunk.
+                old_ids: list[int] = []
+                for chunk_id, start_line in conn.execute(
+                    "SELECT chunk_id, start_line FROM chunks WHERE doc_id = ? ORDER BY chunk_id DESC", (doc_id,)
+                ):
+                    if int(start_line) < first_line:
+                        break
+                    old_ids.append(int(chunk_id))
+                old = orjson.dumps(old_ids)
                 chosen = "IN (SELECT value FROM json_each(?))"
                 conn.execute(f"DELETE FROM chunks_fts WHERE rowid {chosen}", (old,))
                 conn.execute(f"DELETE FROM chunks WHERE chunk_id {chosen}", (old,))
