@@ -235,10 +235,18 @@ def append_block(path: Path, data: bytes, expect: tuple[int, int, int] | None) -
         if expect is not None and (info.st_ino, info.st_size, info.st_mtime_ns) != expect:
             raise ChangedMeanwhile(errno.EAGAIN, "changed meanwhile", str(path))
         view = memoryview(data)
-        while view:  # a regular file takes it in one write; a full disk may take part of it, then raise
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
+        done = 0
+        try:
+            while done < len(data):  # a regular file takes it in one write; a full disk may take part, then raise
+                done += os.write(fd, view[done:])
+            os.fsync(fd)
+        except OSError:
+            # Take back what got in (only if nothing else was appended since), so a failed append leaves no torn
+            # entry behind; the caller reports the failure.
+            with contextlib.suppress(OSError):
+                if done and os.fstat(fd).st_size == info.st_size + done:
+                    os.ftruncate(fd, info.st_size)
+            raise
         after = os.fstat(fd)
     finally:
         os.close(fd)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -28,8 +28,7 @@ from typing import Any
 import structlog
 
 from memoryd.errors import AppError
-from memoryd.fsio import ChangedMeanwhile as ChangedMeanwhile
-from memoryd.fsio import NotRegularFile, append_block, read_range
+from memoryd.fsio import ChangedMeanwhile, NotRegularFile, append_block, confine, read_range
 from memoryd.notes import chunker, daily
 from memoryd.store.index import NoteIndex
 
@@ -224,7 +223,7 @@ def write(
     return new, planned.results, planned.data
 
 
-def index(index: NoteIndex, tail: Tail | None, new: Tail, target: Path, rel: str, data: bytes) -> str:
+def index_appended(index: NoteIndex, tail: Tail | None, new: Tail, target: Path, rel: str, data: bytes) -> str:
     """Index the appended entries: from the file's last block on when it is known, else the whole file."""
     after = (new.mtime_ns, new.size, new.sha.hexdigest())
     if tail is not None and tail.block is not None and new.block is not None:
@@ -235,3 +234,116 @@ def index(index: NoteIndex, tail: Tail | None, new: Tail, target: Path, rel: str
             return "section"
     index.sync([rel])
     return "file"
+
+
+# One group commit writes at most this many remembers (and about this many bytes); the rest wait for the next.
+BATCH_MAX_ENTRIES = 256
+BATCH_MAX_BYTES = 1024 * 1024
+
+
+@dataclass(eq=False)
+class Writer:
+    """One workspace's remember writer: the entries waiting, and today's file as the last append left it. Used
+    under the workspace's write lock; its methods block (worker thread)."""
+
+    root: Path
+    workspace_id: str
+    scan_max_bytes: int = 8 * 1024 * 1024  # a file read whole is chunked (for its last block) up to this size
+    queue: list[Request] = field(default_factory=list)
+    tail: Tail | None = None
+
+    def take(self) -> list[Request]:
+        """The next batch from the front of the queue: at most BATCH_MAX_ENTRIES and about BATCH_MAX_BYTES."""
+        batch: list[Request] = []
+        size = 0
+        while self.queue and len(batch) < BATCH_MAX_ENTRIES and (not batch or size < BATCH_MAX_BYTES):
+            request = self.queue.pop(0)
+            request.taken = True
+            size += request.size
+            batch.append(request)
+        return batch
+
+    def _target(self, now: datetime, *, create: bool) -> tuple[str, Path]:
+        memory_dir = self.root / "memory"
+        rel = f"memory/{now.strftime('%Y-%m-%d')}.md"
+        if create:
+            try:
+                memory_dir.mkdir(exist_ok=True)
+            except OSError as exc:
+                raise AppError("MEMORY_WRITE_FAILED", f"Cannot create memory/: {exc.strerror}") from exc
+        target = confine(self.root, rel)
+        if memory_dir.resolve() not in target.parents:
+            raise AppError("MEMORY_PATH_TRAVERSAL", "memory/ points outside the workspace")
+        return rel, target
+
+    def _known(self, rel: str, target: Path) -> Tail | None:
+        """What is known of the daily file: the kept tail while the file is as this writer left it, else the file
+        is read once."""
+        tail = self.tail if self.tail is not None and self.tail.rel == rel else None
+        try:
+            current = os.stat(target)
+        except FileNotFoundError:
+            current = None
+        except OSError as exc:
+            raise AppError("MEMORY_READ_FAILED", f"Cannot read {rel}: {exc.strerror}") from exc
+        if (
+            tail is not None
+            and current is not None
+            and (current.st_ino, current.st_size, current.st_mtime_ns) == (tail.signature)
+        ):
+            return tail
+        self.tail = None
+        try:
+            return scan(target, rel, self.scan_max_bytes)
+        except NotRegularFile as exc:
+            raise AppError("MEMORY_FILE_REFUSED", f"{rel} is not a regular file") from exc
+        except OSError as exc:
+            raise AppError("MEMORY_READ_FAILED", f"Cannot read {rel}: {exc.strerror}") from exc
+
+    def dry_run(self, request: Request) -> dict[str, Any]:
+        now = datetime.now().astimezone()
+        rel, target = self._target(now, create=False)
+        return dry_run(self._known(rel, target), rel, now, request)
+
+    def write(self, batch: list[Request], index: NoteIndex | None) -> str | None:
+        """Append ``batch`` to today's file and index it; each request gets its answer or its error. Returns the
+        file when it is written but not indexed (no usable index, or indexing failed), else None."""
+        try:
+            now = datetime.now().astimezone()
+            rel, target = self._target(now, create=True)
+            for _attempt in range(5):
+                tail = self._known(rel, target)
+                try:
+                    new, results, data = write(tail, target, rel, now, batch)
+                except ChangedMeanwhile:
+                    self.tail = None
+                    continue  # someone edited the file meanwhile: plan again on the new content
+                except NotRegularFile as exc:
+                    raise AppError("MEMORY_FILE_REFUSED", f"{rel} is not a regular file") from exc
+                except OSError as exc:
+                    raise AppError("MEMORY_WRITE_FAILED", f"Cannot write {rel}: {exc.strerror}") from exc
+                self.tail = new
+                for request, result in zip(batch, results, strict=True):
+                    request.result = result
+                indexed = "none"
+                if index is not None:
+                    try:
+                        indexed = index_appended(index, tail, new, target, rel, data)
+                    except Exception:
+                        log.exception("index_after_remember_failed", workspace_id=self.workspace_id)
+                log.info(
+                    "remembered",
+                    workspace_id=self.workspace_id,
+                    path=rel,
+                    entries=len(batch),
+                    start_line=results[0]["start_line"],
+                    bytes=len(data),
+                    text_lengths=[len(request.text) for request in batch],
+                    indexed=indexed,
+                )
+                return rel if indexed == "none" else None
+            raise AppError("MEMORY_CONFLICT", f"{rel} kept changing while writing")
+        except AppError as exc:
+            for request in batch:
+                request.error = exc
+            return None

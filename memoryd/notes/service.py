@@ -21,7 +21,7 @@ import structlog
 
 from memoryd.config import Settings
 from memoryd.errors import AppError
-from memoryd.fsio import NotRegularFile, confine
+from memoryd.fsio import confine
 from memoryd.notes import append, chunker, daily, textindex
 from memoryd.store.index import Hit, NoteIndex, SyncReport
 from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
@@ -33,9 +33,6 @@ log = structlog.get_logger("memoryd.notes")
 KNOWN_FILES = {"MEMORY.md", "INSIGHTS.md", "HISTORY.md"}
 # Markdown memory, and the rule files the index also covers (the rules service reloads them on change).
 WATCHED = ["memory", "spec/memory", OVERRIDES]
-# One group commit writes at most this many remembers (and about this many bytes); the rest wait for the next.
-BATCH_MAX_ENTRIES = 256
-BATCH_MAX_BYTES = 1024 * 1024
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
 
@@ -53,8 +50,10 @@ class WorkspaceNotes:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     watching: bool = False
     progress: tuple[int, int] | None = None  # (files done, files total) while an explicit index runs
-    queue: list[append.Request] = field(default_factory=list)  # remembers waiting for the writer
-    tail: append.Tail | None = None  # today's file as the last append left it
+    writer: append.Writer = field(init=False)  # remember's: queue of waiting entries, today's file as last left
+
+    def __post_init__(self) -> None:
+        self.writer = append.Writer(self.ws.path, self.ws.id)
 
     @property
     def root(self) -> Path:
@@ -104,6 +103,7 @@ class NotesService:
             return existing
         db = self.settings.dirs.workspaces_state / ws.id / "index.sqlite"
         notes = WorkspaceNotes(ws, NoteIndex(ws.path, db, chunk_max_lines=self.settings.chunk_max_lines))
+        notes.writer.scan_max_bytes = self.settings.index_max_file_bytes
         self._by_id[ws.id] = notes
         if self._tg is not None:
             self._tg.start_soon(self._run, notes)
@@ -244,128 +244,29 @@ class NotesService:
         request = append.Request(kind, text, reason, followup)
         if dry_run:
             async with notes.write_lock:
-                return await anyio.to_thread.run_sync(self._dry_run, notes, request)
+                return await anyio.to_thread.run_sync(notes.writer.dry_run, request)
         # Group commit: whoever holds the lock writes every remember queued meanwhile in one append and one fsync;
         # the others then find theirs done. anyio's lock is fair, so a caller waits for at most one batch ahead.
-        notes.queue.append(request)
+        notes.writer.queue.append(request)
         try:
             async with notes.write_lock:
                 while not request.taken:
-                    batch = self._take(notes)
+                    batch = notes.writer.take()
                     await anyio.to_thread.run_sync(self._write, notes, batch)
         finally:
             if not request.taken:  # cancelled while waiting: never written later behind the caller's back
                 with contextlib.suppress(ValueError):
-                    notes.queue.remove(request)
+                    notes.writer.queue.remove(request)
         if request.error is not None:
             raise request.error
         assert request.result is not None
         return request.result
 
-    @staticmethod
-    def _take(notes: WorkspaceNotes) -> list[append.Request]:
-        """The next batch from the front of the queue: at most BATCH_MAX_ENTRIES and about BATCH_MAX_BYTES."""
-        batch: list[append.Request] = []
-        size = 0
-        while notes.queue and len(batch) < BATCH_MAX_ENTRIES and (not batch or size < BATCH_MAX_BYTES):
-            request = notes.queue.pop(0)
-            request.taken = True
-            size += request.size
-            batch.append(request)
-        return batch
-
-    def _target(self, notes: WorkspaceNotes, now: datetime, *, create: bool) -> tuple[str, Path]:
-        memory_dir = notes.root / "memory"
-        rel = f"memory/{now.strftime('%Y-%m-%d')}.md"
-        if create:
-            try:
-                memory_dir.mkdir(exist_ok=True)
-            except OSError as exc:
-                raise AppError("MEMORY_WRITE_FAILED", f"Cannot create memory/: {exc.strerror}") from exc
-        target = confine(notes.root, rel)
-        if memory_dir.resolve() not in target.parents:
-            raise AppError("MEMORY_PATH_TRAVERSAL", "memory/ points outside the workspace")
-        return rel, target
-
-    def _known(self, notes: WorkspaceNotes, rel: str, target: Path) -> append.Tail | None:
-        """What is known of the daily file: the kept tail while the file is as this daemon left it, else it is
-        read once."""
-        tail = notes.tail if notes.tail is not None and notes.tail.rel == rel else None
-        try:
-            current = os.stat(target)
-        except FileNotFoundError:
-            current = None
-        except OSError as exc:
-            raise AppError("MEMORY_READ_FAILED", f"Cannot read {rel}: {exc.strerror}") from exc
-        if (
-            tail is not None
-            and current is not None
-            and (current.st_ino, current.st_size, current.st_mtime_ns) == (tail.signature)
-        ):
-            return tail
-        notes.tail = None
-        try:
-            return append.scan(target, rel, self.settings.index_max_file_bytes)
-        except NotRegularFile as exc:
-            raise AppError("MEMORY_FILE_REFUSED", f"{rel} is not a regular file") from exc
-        except OSError as exc:
-            raise AppError("MEMORY_READ_FAILED", f"Cannot read {rel}: {exc.strerror}") from exc
-
-    def _dry_run(self, notes: WorkspaceNotes, request: append.Request) -> dict[str, Any]:
-        now = datetime.now().astimezone()
-        rel, target = self._target(notes, now, create=False)
-        return append.dry_run(self._known(notes, rel, target), rel, now, request)
-
     def _write(self, notes: WorkspaceNotes, batch: list[append.Request]) -> None:
-        """Append ``batch`` to today's file, index it, and answer each request (worker thread)."""
-        try:
-            now = datetime.now().astimezone()
-            rel, target = self._target(notes, now, create=True)
-            for _attempt in range(5):
-                tail = self._known(notes, rel, target)
-                try:
-                    new, results, data = append.write(tail, target, rel, now, batch)
-                except append.ChangedMeanwhile:
-                    notes.tail = None
-                    continue  # someone edited the file meanwhile: plan again on the new content
-                except NotRegularFile as exc:
-                    raise AppError("MEMORY_FILE_REFUSED", f"{rel} is not a regular file") from exc
-                except OSError as exc:
-                    raise AppError("MEMORY_WRITE_FAILED", f"Cannot write {rel}: {exc.strerror}") from exc
-                notes.tail = new
-                for request, result in zip(batch, results, strict=True):
-                    request.result = result
-                indexed = self._index_appended(notes, tail, new, target, data)
-                log.info(
-                    "remembered",
-                    workspace_id=notes.ws.id,
-                    path=rel,
-                    entries=len(batch),
-                    start_line=results[0]["start_line"],
-                    bytes=len(data),
-                    text_lengths=[len(request.text) for request in batch],
-                    indexed=indexed,
-                )
-                return
-            raise AppError("MEMORY_CONFLICT", f"{rel} kept changing while writing")
-        except AppError as exc:
-            for request in batch:
-                request.error = exc
-
-    @staticmethod
-    def _index_appended(
-        notes: WorkspaceNotes, tail: append.Tail | None, new: append.Tail, target: Path, data: bytes
-    ) -> str:
-        """Index what was appended; returns how: "section" (the last block and the new entries), "file" (the
-        whole file), "none" (no usable index, or it failed: the watcher or `memoryctl index` catches up)."""
-        if notes.open_error is not None:
-            return "none"
-        try:
-            return append.index(notes.index, tail, new, target, new.rel, data)
-        except Exception:
-            notes.pending.add(new.rel)
-            log.exception("index_after_remember_failed", workspace_id=notes.ws.id)
-            return "none"
+        """Append ``batch`` to today's file and index it (worker thread); each request gets its answer."""
+        behind = notes.writer.write(batch, notes.index if notes.open_error is None else None)
+        if behind is not None:  # written, not indexed: the watcher or `memoryctl index` catches up
+            notes.pending.add(behind)
 
     # --- search -------------------------------------------------------------------------------------------
 
