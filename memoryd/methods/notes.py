@@ -153,8 +153,7 @@ def targets(app: App, params: ScopedParams) -> list[Workspace]:
 def register(d: Dispatcher) -> None:
     @d.register("remember", RememberParams, RememberResult, writes=True)
     async def remember(ctx: Context, p: RememberParams) -> RememberResult:
-        """Append an entry to today's daily file memory/YYYY-MM-DD.md (one append and fsync; concurrent entries
-        are written together); immediately searchable."""
+        """Append an entry to today's daily file memory/YYYY-MM-DD.md (one append + fsync); immediately searchable."""
         app: App = ctx.app
         ws = app.registry.resolve(p.workspace)
         result = await app.notes.remember(
