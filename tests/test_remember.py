@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import signal
@@ -18,6 +19,7 @@ import apsw
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from memoryctl.rpc import RemoteError
 
 from memoryd.notes import chunker, daily
 from tests.conftest import Daemon, daemon_env, short_tmp, wait_for
@@ -358,3 +360,19 @@ def test_concurrent_remembers_all_land_once_with_their_own_lines(daemon: Daemon,
         assert lines[answer["start_line"] - 1] == answer["heading"] and body not in seen
         seen.add(body)
     assert sum(1 for line in lines if re.fullmatch(r"- w\d+ e\d+", line)) == 120
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_daily_path_that_is_not_a_file_is_refused(daemon: Daemon, workspace: tuple[Path, str], kind: str) -> None:
+    path, ws = workspace
+    target = today_file(path)
+    target.parent.mkdir(exist_ok=True)
+    if kind == "fifo":
+        os.mkfifo(target)  # reading it would wait for a writer forever
+    else:
+        target.mkdir()
+    for dry_run in (True, False):
+        with pytest.raises(RemoteError) as info:
+            daemon.call("remember", {"workspace": ws, "text": "not into a fifo", "dry_run": dry_run})
+        assert info.value.name == "MEMORY_FILE_REFUSED"
+    assert daemon.call("ping") is not None
