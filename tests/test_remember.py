@@ -17,7 +17,7 @@ from typing import Any
 
 import apsw
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from memoryctl.rpc import RemoteError
 
@@ -376,3 +376,38 @@ def test_a_daily_path_that_is_not_a_file_is_refused(daemon: Daemon, workspace: t
             daemon.call("remember", {"workspace": ws, "text": "not into a fifo", "dry_run": dry_run})
         assert info.value.name == "MEMORY_FILE_REFUSED"
     assert daemon.call("ping") is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "<private>",
+                "</private>",
+                "< PRIVATE >",
+                "</ private>",
+                "<pri",
+                "vate>",
+                "<",
+                ">",
+                "/",
+                "private",
+                "\uff1c",
+                "\uff1e",
+                "secret",
+                "中文",
+                " ",
+                "\n",
+                '<private a="1">',
+            ]
+        ),
+        max_size=14,
+    ).map("".join)
+)
+@example("<pri<private>x</private>vate>secret")  # removing the span glues a new tag together
+@example("<<private>x</private>private>a</private>b")
+def test_stripped_text_holds_no_private_tag(text: str) -> None:
+    stripped = daily.strip_private(text)
+    assert daily._PRIVATE_TAG.search(stripped) is None
+    assert daily.strip_private(stripped) == stripped

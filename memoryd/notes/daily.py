@@ -27,7 +27,18 @@ LABELS = {"reason": "Reason", "followup": "Follow-up"}
 
 def strip_private(text: str) -> str:
     """Remove ``<private>…</private>`` spans: nested ones count (the outermost closing tag ends the span), an
-    unclosed one runs to the end (the safe reading), a stray closing tag is dropped."""
+    unclosed one runs to the end (the safe reading), a stray closing tag is dropped. What is left holds no tag,
+    also none that removing a span glued together (``<pri<private>x</private>vate>``)."""
+    for _pass in range(4):
+        stripped = _strip_spans(text)
+        if stripped == text:
+            return text
+        text = stripped
+    found = _PRIVATE_TAG.search(text)  # still glued tags after several passes: a crafted text, cut at the first
+    return text if found is None else text[: found.start()]
+
+
+def _strip_spans(text: str) -> str:
     kept: list[str] = []
     depth = 0
     position = 0
