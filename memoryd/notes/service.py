@@ -264,7 +264,14 @@ class NotesService:
 
     def _write(self, notes: WorkspaceNotes, batch: list[append.Request]) -> None:
         """Append ``batch`` to today's file and index it (worker thread); each request gets its answer."""
-        behind = notes.writer.write(batch, notes.index if notes.open_error is None else None)
+        try:
+            behind = notes.writer.write(batch, notes.index if notes.open_error is None else None)
+        except Exception:  # a bug: every caller of the batch hears of it, not only the one that wrote
+            log.exception("remember_failed", workspace_id=notes.ws.id, entries=len(batch))
+            for request in batch:
+                if request.result is None and request.error is None:
+                    request.error = AppError("INTERNAL_ERROR")
+            return
         if behind is not None:  # written, not indexed: the watcher or `memoryctl index` catches up
             notes.pending.add(behind)
 
