@@ -206,3 +206,69 @@ def read_regular(path: Path, max_bytes: int) -> bytes:
         return data
     finally:
         os.close(fd)
+
+
+class ChangedMeanwhile(OSError):
+    """The file is not in the state the caller planned its append on (someone else wrote it meanwhile)."""
+
+
+def append_block(path: Path, data: bytes, expect: tuple[int, int, int] | None) -> os.stat_result:
+    """Append ``data`` (whole lines) to ``path`` with one ``write`` on O_APPEND, then fsync; returns the file's
+    stat afterwards. The bytes already in the file are never rewritten: a crash can at worst leave a torn tail of
+    ``data``, never damage what was there.
+
+    ``expect`` is the (inode, size, mtime_ns) the caller planned on, checked on the open descriptor before writing
+    (:class:`ChangedMeanwhile` when it differs); None means the file must not exist yet (created with O_EXCL, the
+    directory fsynced after).
+    """
+    flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags | (os.O_CREAT | os.O_EXCL if expect is None else 0), 0o644)
+    except FileExistsError as exc:
+        raise ChangedMeanwhile(errno.EEXIST, "created meanwhile", str(path)) from exc
+    except FileNotFoundError as exc:
+        raise ChangedMeanwhile(errno.ENOENT, "removed meanwhile", str(path)) from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+        if expect is not None and (info.st_ino, info.st_size, info.st_mtime_ns) != expect:
+            raise ChangedMeanwhile(errno.EAGAIN, "changed meanwhile", str(path))
+        view = memoryview(data)
+        done = 0
+        try:
+            while done < len(data):  # a regular file takes it in one write; a full disk may take part, then raise
+                done += os.write(fd, view[done:])
+            os.fsync(fd)
+        except OSError:
+            # Take back what got in (only if nothing else was appended since), so a failed append leaves no torn
+            # entry behind; the caller reports the failure.
+            with contextlib.suppress(OSError):
+                if done and os.fstat(fd).st_size == info.st_size + done:
+                    os.ftruncate(fd, info.st_size)
+            raise
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if expect is None:
+        fsync_dir(path.parent)
+    return after
+
+
+def read_range(path: Path, offset: int, length: int) -> bytes:
+    """``length`` bytes of ``path`` from ``offset`` (fewer at the end of the file)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+        parts = []
+        while length > 0:
+            part = os.pread(fd, min(length, 1 << 20), offset)
+            if not part:
+                break
+            parts.append(part)
+            offset += len(part)
+            length -= len(part)
+        return b"".join(parts)
+    finally:
+        os.close(fd)

@@ -52,7 +52,7 @@ def test_remember_writes_the_seed_format(daemon: Daemon, workspace: tuple[Path, 
     assert "- Reason: daemon 可恢复" in lines and "- Follow-up: 实现 job status" in lines
     assert first["lines"] == 4 and first["path"] == f"memory/{day}.md"
     assert re.fullmatch(rf"## {day} \d\d:\d\d — event", lines[second["start_line"] - 1])
-    assert "  ## not a heading" in lines  # continuation lines are indented: never a heading
+    assert "  \\## not a heading" in lines  # indented and escaped: never a heading (tests/test_remember.py)
     assert first["id"] < second["id"] and first["id"].startswith("ent_")
     got = daemon.call(
         "get", {"workspace": ws, "path": second["path"], "from_line": second["start_line"], "lines": second["lines"]}

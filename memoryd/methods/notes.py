@@ -36,7 +36,12 @@ class ScopedParams(Wire):
 
 class RememberParams(Wire):
     workspace: str = WorkspaceRef
-    text: str = Field(min_length=1, description="The entry text; <private>…</private> spans are stripped.")
+    text: str = Field(
+        min_length=1,
+        description="The entry text; <private>…</private> spans are stripped (any case, spacing or attributes; "
+        "nested; an unclosed one to the end), here and in reason and followup. A line that would read as a "
+        "Markdown heading, code fence or setext underline is stored with a backslash before it.",
+    )
     type: Literal["decision", "event", "summary", "note"] = "note"
     reason: str | None = None
     followup: str | None = None
@@ -148,7 +153,7 @@ async def targets(app: App, params: ScopedParams) -> list[Workspace]:
 def register(d: Dispatcher) -> None:
     @d.register("remember", RememberParams, RememberResult, writes=True)
     async def remember(ctx: Context, p: RememberParams) -> RememberResult:
-        """Append an entry to today's daily file memory/YYYY-MM-DD.md (atomically); immediately searchable."""
+        """Append an entry to today's daily file memory/YYYY-MM-DD.md (one append + fsync); immediately searchable."""
         app: App = ctx.app
         ws = await app.workspace(p.workspace, write=not p.dry_run)
         result = await app.notes.remember(

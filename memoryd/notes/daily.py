@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 ENTRY_TYPES = ("decision", "event", "summary", "note")
-_PRIVATE = re.compile(r"<private>.*?(?:</private>|\Z)", re.IGNORECASE | re.DOTALL)
+# <private> tags as people and models type them: any case, spaces or line breaks inside the brackets, attributes,
+# a self-closing slash, ASCII or full-width brackets (＜private＞: stripping too much is the safe mistake).
+_PRIVATE_TAG = re.compile(
+    r"[<\uff1c]\s*(/)?\s*private(?:\s[^<>\uff1c\uff1e]*|/)?\s*[>\uff1e]",
+    re.IGNORECASE,
+)
 DAILY_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
 DAY_HEADING = re.compile(r"^## (\d{4}-\d{2}-\d{2})\s*$")
 ENTRY_HEADING = re.compile(r"^## (\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}) — (\S+)\s*$")
@@ -21,8 +26,49 @@ LABELS = {"reason": "Reason", "followup": "Follow-up"}
 
 
 def strip_private(text: str) -> str:
-    """Remove ``<private>…</private>`` spans (an unclosed one runs to the end: the safe reading)."""
-    return _PRIVATE.sub("", text)
+    """Remove ``<private>…</private>`` spans: nested ones count (the outermost closing tag ends the span), an
+    unclosed one runs to the end (the safe reading), a stray closing tag is dropped. What is left holds no tag,
+    also none that removing a span glued together (``<pri<private>x</private>vate>``)."""
+    for _pass in range(4):
+        stripped = _strip_spans(text)
+        if stripped == text:
+            return text
+        text = stripped
+    found = _PRIVATE_TAG.search(text)  # still glued tags after several passes: a crafted text, cut at the first
+    return text if found is None else text[: found.start()]
+
+
+def _strip_spans(text: str) -> str:
+    kept: list[str] = []
+    depth = 0
+    position = 0
+    for tag in _PRIVATE_TAG.finditer(text):
+        if depth == 0:
+            kept.append(text[position : tag.start()])
+        if tag.group(1):
+            depth = max(depth - 1, 0)
+        else:
+            depth += 1
+        position = tag.end()
+    if depth == 0:
+        kept.append(text[position:])
+    return "".join(kept)
+
+
+# What Markdown (CommonMark) or the chunker would read as structure at the start of a line with at most three
+# columns of indentation: an ATX heading, a code fence, a setext underline. 4+ columns is code or paragraph text.
+_STRUCTURE = re.compile(r"#{1,6}(?:[ \t]|$)|`{3,}|~{3,}|=+[ \t]*$|-+[ \t]*$")
+
+
+def escape_structure(line: str) -> str:
+    """``line`` with a backslash before its first character when that character would start a heading, a code
+    fence or a setext underline: it then renders as the text it is (``\\## x`` shows ``## x``)."""
+    body = line.lstrip(" \t")
+    indent = line[: len(line) - len(body)]
+    # columns counted from where the bullet's content starts (column 2), as a tab stop there counts them
+    if len(("  " + indent).expandtabs(4)) - 2 < 4 and _STRUCTURE.match(body):
+        return f"{indent}\\{body}"
+    return line
 
 
 def entry_id(now: float | None = None) -> str:
@@ -32,10 +78,17 @@ def entry_id(now: float | None = None) -> str:
 
 
 def _bullet(text: str, label: str | None = None) -> list[str]:
-    lines = [line.rstrip() for line in text.strip().splitlines()] or [""]
-    first = f"- {label}: {lines[0]}" if label else (lines[0] if lines[0].startswith("- ") else f"- {lines[0]}")
-    # Continuation lines are indented so they stay inside the bullet and a "## " in the text never
-    # becomes a heading (which would split the entry in the index and break the file's layout).
+    lines = [escape_structure(line.rstrip()) for line in text.strip().splitlines()] or [""]
+    head = lines[0]
+    if label:
+        first = f"- {label}: {head}"
+    elif head.startswith("- "):
+        first = f"- {escape_structure(head[2:])}"
+    else:
+        first = f"- {head}"
+    # Continuation lines are indented so they stay inside the bullet; escape_structure has made sure none of them
+    # (nor the first) reads as a heading, a fence or an underline, which would split the entry in the index,
+    # swallow the entries after it, or break the file's layout.
     return [first] + [f"  {line}" if line else "" for line in lines[1:]]
 
 

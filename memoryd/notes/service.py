@@ -5,6 +5,7 @@ files or index. Blocking work (SQLite, file I/O) runs in worker threads.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -20,8 +21,8 @@ import structlog
 
 from memoryd.config import Settings
 from memoryd.errors import AppError
-from memoryd.fsio import atomic_write, confine
-from memoryd.notes import chunker, daily, healing, textindex
+from memoryd.fsio import confine
+from memoryd.notes import append, chunker, daily, healing, textindex
 from memoryd.store.index import Hit, NoteIndex, SyncReport
 from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
 from memoryd.store.readers import IndexCorrupted
@@ -53,6 +54,10 @@ class WorkspaceNotes:
     progress: tuple[int, int] | None = None  # (files done, files total) while an explicit index runs
     heal: str | None = None  # why the index file must be rebuilt (damaged, deleted, replaced): the indexer does it
     heal_failed: str | None = None  # the last automatic rebuild failed (status recommends `index --full`)
+    writer: append.Writer = field(init=False)  # remember's: queue of waiting entries, today's file as last left
+
+    def __post_init__(self) -> None:
+        self.writer = append.Writer(self.ws.path, self.ws.id)
 
     @property
     def root(self) -> Path:
@@ -102,6 +107,7 @@ class NotesService:
             return existing
         db = self.settings.dirs.workspaces_state / ws.id / "index.sqlite"
         notes = WorkspaceNotes(ws, NoteIndex(ws.path, db, chunk_max_lines=self.settings.chunk_max_lines))
+        notes.writer.scan_max_bytes = self.settings.index_max_file_bytes
         self._by_id[ws.id] = notes
         if self._tg is not None:
             self._tg.start_soon(task("notes", self._run, notes, workspace_id=ws.id))
@@ -247,86 +253,39 @@ class NotesService:
         # The Markdown file is the truth: a broken index must not stop a write (data safety first).
         notes = self.get_notes(ws)
         await notes.opened.wait()
-        async with notes.write_lock:
-            return await anyio.to_thread.run_sync(lambda: self._append(notes, kind, text, reason, followup, dry_run))
+        request = append.Request(kind, text, reason, followup)
+        if dry_run:
+            async with notes.write_lock:
+                return await anyio.to_thread.run_sync(notes.writer.dry_run, request)
+        # Group commit: whoever holds the lock writes every remember queued meanwhile in one append and one fsync;
+        # the others then find theirs done. anyio's lock is fair, so a caller waits for at most one batch ahead.
+        notes.writer.queue.append(request)
+        try:
+            async with notes.write_lock:
+                while not request.taken:
+                    batch = notes.writer.take()
+                    await anyio.to_thread.run_sync(self._write, notes, batch)
+        finally:
+            if not request.taken:  # cancelled while waiting: never written later behind the caller's back
+                with contextlib.suppress(ValueError):
+                    notes.writer.queue.remove(request)
+        if request.error is not None:
+            raise request.error
+        assert request.result is not None
+        return request.result
 
-    def _append(
-        self, notes: WorkspaceNotes, kind: str, text: str, reason: str | None, followup: str | None, dry_run: bool
-    ) -> dict[str, Any]:
-        now = datetime.now().astimezone()
-        memory_dir = notes.root / "memory"
-        rel = f"memory/{now.strftime('%Y-%m-%d')}.md"
-        if not dry_run:
-            try:
-                memory_dir.mkdir(exist_ok=True)
-            except OSError as exc:
-                raise AppError("MEMORY_WRITE_FAILED", f"Cannot create memory/: {exc.strerror}") from exc
-        target = confine(notes.root, rel)
-        if memory_dir.resolve() not in target.parents:
-            raise AppError("MEMORY_PATH_TRAVERSAL", "memory/ points outside the workspace")
-        for _attempt in range(5):
-            try:
-                before = target.stat()
-                existing = target.read_bytes()
-            except FileNotFoundError:
-                before, existing = None, b""
-            except OSError as exc:
-                raise AppError("MEMORY_READ_FAILED", f"Cannot read {rel}: {exc.strerror}") from exc
-            plan = daily.plan_entry(
-                now=now,
-                kind=kind,
-                text=text,
-                reason=reason,
-                followup=followup,
-                file_exists=bool(existing),
-                file_ends_with_newline=existing.endswith(b"\n"),
-            )
-            head = existing + plan.header.encode("utf-8")
-            entry = plan.entry.encode("utf-8")
-            leading = len(entry) - len(entry.lstrip(b"\n"))
-            start_line = head.count(b"\n") + leading + 1
-            lines = entry.count(b"\n") - leading
-            result = {
-                "id": daily.entry_id(),
-                "path": rel,
-                "start_line": start_line,
-                "lines": lines,
-                "heading": plan.heading,
-            }
-            if dry_run:
-                result["dry_run"] = True
-                result["text"] = (plan.header + plan.entry.lstrip("\n")) if not existing else plan.entry.lstrip("\n")
-                return result
-            try:
-                current = target.stat()
-            except FileNotFoundError:
-                current = None
-            if (before is None) != (current is None) or (
-                before is not None
-                and current is not None
-                and (before.st_mtime_ns, before.st_size) != (current.st_mtime_ns, current.st_size)
-            ):
-                continue  # someone edited the file meanwhile: plan again on the new content
-            try:
-                atomic_write(target, head + entry)
-            except OSError as exc:
-                raise AppError("MEMORY_WRITE_FAILED", f"Cannot write {rel}: {exc.strerror}") from exc
-            if notes.open_error is None:
-                try:
-                    notes.index.sync([rel])
-                except Exception:  # the entry is written; the watcher or `memoryctl index` catches up
-                    notes.pending.add(rel)
-                    log.exception("index_after_remember_failed", workspace_id=notes.ws.id)
-            log.info(
-                "remembered",
-                workspace_id=notes.ws.id,
-                path=rel,
-                start_line=start_line,
-                lines=lines,
-                text_length=len(text),
-            )
-            return result
-        raise AppError("MEMORY_CONFLICT", f"{rel} kept changing while writing")
+    def _write(self, notes: WorkspaceNotes, batch: list[append.Request]) -> None:
+        """Append ``batch`` to today's file and index it (worker thread); each request gets its answer."""
+        try:
+            behind = notes.writer.write(batch, notes.index if notes.open_error is None else None)
+        except Exception:  # a bug: every caller of the batch hears of it, not only the one that wrote
+            log.exception("remember_failed", workspace_id=notes.ws.id, entries=len(batch))
+            for request in batch:
+                if request.result is None and request.error is None:
+                    request.error = AppError("INTERNAL_ERROR")
+            return
+        if behind is not None:  # written, not indexed: the watcher or `memoryctl index` catches up
+            notes.pending.add(behind)
 
     # --- search -------------------------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ from memoryd.store.prepare import (
     indexed_stats,
     pool_size,
     prepare_many,
+    prepare_text,
 )
 from memoryd.store.readers import (
     DAMAGE_ERRORS,
@@ -350,6 +351,80 @@ class NoteIndex:
             if progress is not None:
                 progress(total, total)
         return report
+
+    def index_section(
+        self,
+        rel: str,
+        section: str,
+        first_line: int,
+        before: tuple[int, int, str],
+        after: tuple[int, int, str],
+    ) -> bool:
+        """Index what an append changed without reading or re-chunking the rest of the file: ``section`` is the
+        file's text from line ``first_line`` (1-based) to its end, where ``first_line`` starts the file's last
+        ``## `` block before the append (outside any fence) or is 1. The chunks that started there or later are
+        replaced by ``section``'s; earlier blocks' chunks cannot change, as they end before a heading that is still
+        a heading. ``before`` and ``after`` are the file's (mtime_ns, size, sha256) before and after the append.
+
+        Returns False, changing nothing, when the index's row for ``rel`` does not hold ``before`` (the index was
+        behind, or the file changed): the caller then syncs the whole file.
+        """
+        with self._write_lock:
+            conn = self._writer
+            if conn is None:
+                return False
+            try:
+                done = self._index_section(conn, rel, section, first_line, before, after)
+            except DAMAGE_ERRORS as exc:
+                self.damaged = "corrupt"
+                raise IndexCorrupted("corrupt", type(exc).__name__) from exc
+        if done:
+            self.last_write = time.monotonic()
+            self.last_indexed = time.time()
+        return done
+
+    def _index_section(
+        self,
+        conn: apsw.Connection,
+        rel: str,
+        section: str,
+        first_line: int,
+        before: tuple[int, int, str],
+        after: tuple[int, int, str],
+    ) -> bool:
+        """The body of :meth:`index_section`, with the write lock held."""
+        row = conn.execute("SELECT doc_id, mtime_ns, size, sha256 FROM documents WHERE path = ?", (rel,)).fetchone()
+        if row is None or (int(row[1]), int(row[2]), str(row[3])) != before:
+            return False
+        doc_id = int(row[0])
+        offset = first_line - 1
+        rows = [
+            [doc_id, start + offset, end + offset, *rest]
+            for start, end, *rest in prepare_text(rel, section, self.chunk_max_lines)
+        ]
+        with conn:
+            # The file's chunks were inserted in file order (a sync, or earlier sections), so the last block's
+            # are the document's highest chunk ids: read backwards along chunks_doc, not through every chunk.
+            old_ids: list[int] = []
+            for chunk_id, start_line in conn.execute(
+                "SELECT chunk_id, start_line FROM chunks WHERE doc_id = ? ORDER BY chunk_id DESC", (doc_id,)
+            ):
+                if int(start_line) < first_line:
+                    break
+                old_ids.append(int(chunk_id))
+            old = orjson.dumps(old_ids)
+            chosen = "IN (SELECT value FROM json_each(?))"
+            conn.execute(f"DELETE FROM chunks_fts WHERE rowid {chosen}", (old,))
+            conn.execute(f"DELETE FROM chunks WHERE chunk_id {chosen}", (old,))
+            removed = conn.changes()
+            (last_chunk,) = conn.execute("SELECT coalesce(max(chunk_id), 0) FROM chunks").fetchone() or (0,)
+            _insert_chunks(conn, [(len(rows), orjson.dumps(rows))], int(last_chunk))
+            conn.execute(
+                "UPDATE documents SET mtime_ns=?, size=?, sha256=?, indexed_at=? WHERE doc_id=?",
+                (after[0], after[1], after[2], time.time(), doc_id),
+            )
+        self._chunk_count += len(rows) - removed
+        return True
 
     def merge_step(self, pages: int = MERGE_STEP_PAGES) -> bool:
         """Merge the index's FTS5 segments a step towards one (after a rebuild, or an open that found several):
