@@ -39,11 +39,12 @@ log = structlog.get_logger("memoryd.rules")
 
 
 def _private(value: Any) -> Any:
-    """<private> spans stripped from every string inside a JSON value."""
+    """<private> spans stripped from every string inside a JSON value, keys included (the params were checked
+    for depth, so the recursion is bounded)."""
     if isinstance(value, str):
         return strip_private(value)
     if isinstance(value, dict):
-        return {k: _private(v) for k, v in value.items()}
+        return {strip_private(k): _private(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_private(v) for v in value]
     return value
@@ -67,7 +68,7 @@ class RulesService:
         existing = self._by_id.get(ws.id)
         if existing is not None:
             return existing
-        wr = WorkspaceRules(ws, EvidenceStore(ws.path), RuleSet(ws.path))
+        wr = WorkspaceRules(ws, EvidenceStore(ws.path), RuleSet(ws.path, self.settings.rule_max_file_bytes))
         self._by_id[ws.id] = wr
         if self._tg is not None:
             self._tg.start_soon(task("rules_open", self._open, wr, workspace_id=ws.id))
