@@ -199,7 +199,7 @@ class FileTooLarge(OSError):
         self.limit = limit
 
 
-def read_regular(path: Path, max_bytes: int) -> bytes:
+def read_regular(path: Path, max_bytes: int, offset: int = 0) -> bytes:
     """The bytes of the regular file ``path`` (symlinks followed), read through one descriptor that is proved to
     be a regular file before a byte is read.
 
@@ -208,7 +208,8 @@ def read_regular(path: Path, max_bytes: int) -> bytes:
     swapped between the two cannot slip through. Raises
     :class:`NotRegularFile` for anything but a regular file (symlink loops included), :class:`FileTooLarge` when
     it holds more than ``max_bytes`` (also when it grows past that while being read: at most ``max_bytes`` + 1
-    bytes are ever read), and other ``OSError`` as they come.
+    bytes are ever read), and other ``OSError`` as they come. With ``offset``, the bytes from there on (what an
+    append added since the last read); ``max_bytes`` then bounds those.
     """
     try:
         # stat first: opening a device can have effects of its own (a tape rewinds, a terminal becomes ours)
@@ -225,12 +226,13 @@ def read_regular(path: Path, max_bytes: int) -> bytes:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
-        if info.st_size > max_bytes:
-            raise FileTooLarge(info.st_size, max_bytes)
+        if info.st_size - offset > max_bytes:
+            raise FileTooLarge(info.st_size - offset, max_bytes)
         chunks = []
         remaining = max_bytes + 1
         while remaining > 0:
-            chunk = os.read(fd, min(remaining, 1 << 20))
+            chunk = os.pread(fd, min(remaining, 1 << 20), offset)
+            offset += len(chunk)
             if not chunk:
                 break
             chunks.append(chunk)

@@ -9,6 +9,7 @@ methods live in ``changes``, those of the read-only review methods in ``review``
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
     from memoryd.notes.service import NotesService
 
 log = structlog.get_logger("memoryd.rules")
+
+
+_LINE = re.compile(r"line (\d+): ")
 
 
 def _private(value: Any) -> Any:
@@ -258,7 +262,7 @@ class RulesService:
                 "observations": len(wr.evidence),
                 "outstanding_requests": sum(1 for r in state["requests"].values() if r["status"] == "outstanding"),
                 "generation": wr.rules.generation,
-                "errors": wr.rules.errors() + wr.evidence.problems(),
+                "errors": wr.rules.errors() + wr.evidence.problems() + journal.history_problems(wr.root),
                 "recovered": wr.recovered,
                 "error": wr.open_error,
             }
@@ -274,13 +278,18 @@ class RulesService:
             wr.evidence.refresh()
             problems: list[dict[str, Any]] = []
 
-            def add(severity: str, path: str, message: str) -> None:
-                problems.append({"severity": severity, "path": path, "line": None, "message": message})
+            def add(severity: str, path: str, message: str, line: int | None = None) -> None:
+                problems.append({"severity": severity, "path": path, "line": line, "message": message})
 
-            for severity, found in (("error", wr.rules.errors()), ("warning", wr.evidence.problems())):
-                for problem in found:  # "path: what is wrong"
+            skipped = wr.evidence.problems() + journal.history_problems(wr.root)
+            for severity, found in (("error", wr.rules.errors()), ("warning", skipped)):
+                for problem in found:  # "path: what is wrong" or "path: line N: what is wrong"
                     path, _, message = problem.partition(": ")
-                    add(severity, path, message or problem)
+                    number = _LINE.match(message)
+                    if number is not None:
+                        add(severity, path, message[number.end() :], int(number.group(1)))
+                    else:
+                        add(severity, path, message or problem)
             for loaded in wr.rules.all():
                 odd = unrecommended(loaded.rule.facts)
                 if odd:
