@@ -91,43 +91,54 @@ def plan(root: Path, writes: list[FileWrite]) -> list[tuple[FileWrite, bytes | N
 
 
 def commit(root: Path, run_id: str, entry: dict[str, Any], writes: list[FileWrite]) -> dict[str, Any] | None:
-    """Apply ``writes`` as one change; returns the history entry (None when nothing changed)."""
+    """Apply ``writes`` as one change; returns the history entry (None when nothing changed).
+
+    A change an earlier failure left half done (a full disk after the commit point) is finished first; a failure
+    before this change's commit point removes its backups, so nothing of it remains."""
+    if any((root / JOURNAL_DIR).glob("*.json")):
+        recover(root)
     planned = plan(root, writes)
     if not any(w.record for w, _ in planned):  # only bookkeeping changes: no history, no journal needed
         for write, _ in planned:
             atomic_write(root / write.path, write.content or b"")
         return None
-    changes = []
-    backups = []
-    for write, before in planned:
-        backup = None
-        if write.record and before is not None:
-            backup = f"{BACKUP_DIR}/{run_id}/{write.path}"
-            atomic_write(root / backup, before, durable=False)
-            backups.append(root / backup)
-        if write.record:
-            changes.append(
-                {
-                    "path": write.path,
-                    "action": action(before, write.content),
-                    **write.meta,
-                    "sha_before": sha(before),
-                    "sha_after": sha(write.content),
-                    "backup": backup,
-                }
-            )
-    _crash("backups")
-    history = {**entry, "run_id": run_id, "changes": changes}
-    journal = {
-        "run_id": run_id,
-        "history": history,
-        "writes": [
-            {"path": w.path, "content": None if w.content is None else w.content.decode("utf-8")} for w, _ in planned
-        ],
-    }
     journal_path = root / JOURNAL_DIR / f"{run_id}.json"
-    atomic_write(journal_path, orjson.dumps(journal), durable=False)
-    flush([*backups, journal_path])  # pre-images and the journal are on disk before any file changes
+    try:
+        changes = []
+        backups = []
+        for write, before in planned:
+            backup = None
+            if write.record and before is not None:
+                backup = f"{BACKUP_DIR}/{run_id}/{write.path}"
+                atomic_write(root / backup, before, durable=False)
+                backups.append(root / backup)
+            if write.record:
+                changes.append(
+                    {
+                        "path": write.path,
+                        "action": action(before, write.content),
+                        **write.meta,
+                        "sha_before": sha(before),
+                        "sha_after": sha(write.content),
+                        "backup": backup,
+                    }
+                )
+        _crash("backups")
+        history = {**entry, "run_id": run_id, "changes": changes}
+        journal = {
+            "run_id": run_id,
+            "history": history,
+            "writes": [
+                {"path": w.path, "content": None if w.content is None else w.content.decode("utf-8")} for w, _ in planned
+            ],
+        }
+        atomic_write(journal_path, orjson.dumps(journal), durable=False)
+        flush([*backups, journal_path])  # pre-images and the journal are on disk before any file changes
+    except OSError:  # before the commit point (a full disk): the change never happened, nothing of it remains
+        with contextlib.suppress(FileNotFoundError):
+            journal_path.unlink()
+        shutil.rmtree(root / BACKUP_DIR / run_id, ignore_errors=True)
+        raise
     _crash("journal")
     _roll_forward(root, journal)
     with contextlib.suppress(FileNotFoundError):

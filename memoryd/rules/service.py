@@ -9,6 +9,7 @@ methods live in ``changes``, those of the read-only review methods in ``review``
 
 from __future__ import annotations
 
+import errno
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -124,7 +125,16 @@ class RulesService:
     async def _locked(self, ws: Workspace, work: Any) -> Any:
         wr = await self._ready(ws)
         async with wr.lock:
-            return await anyio.to_thread.run_sync(work, wr)
+            try:
+                return await anyio.to_thread.run_sync(work, wr)
+            except OSError as exc:  # a full disk, a read-only file system: the journal finishes or undoes it
+                log.warning("change_failed", workspace_id=ws.id, error=errno.errorcode.get(exc.errno or 0, "?"))
+                raise AppError(
+                    "MEMORY_WRITE_FAILED",
+                    f"Cannot write the change: {exc.strerror or exc}",
+                    hint="Free space (or fix permissions) and run it again: a change cut short is finished or "
+                    "undone from its journal before the next one.",
+                ) from exc
 
     async def _reindex(self, ws: Workspace, paths: list[str]) -> None:
         if paths:
