@@ -129,7 +129,8 @@ def commit(root: Path, run_id: str, entry: dict[str, Any], writes: list[FileWrit
             "run_id": run_id,
             "history": history,
             "writes": [
-                {"path": w.path, "content": None if w.content is None else w.content.decode("utf-8")} for w, _ in planned
+                {"path": w.path, "content": None if w.content is None else w.content.decode("utf-8")}
+                for w, _ in planned
             ],
         }
         atomic_write(journal_path, orjson.dumps(journal), durable=False)
