@@ -8,12 +8,17 @@ import os
 import stat
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 from typing import cast
 
+import structlog
+
 from memoryd.errors import AppError
+
+log = structlog.get_logger("memoryd.fsio")
 
 
 def fsync_dir(path: Path) -> None:
@@ -104,25 +109,55 @@ def flush(paths: Iterable[Path]) -> None:
 def append_line(path: Path, line: bytes) -> None:
     """Append one whole line with a single ``write`` on O_APPEND, then fsync (DESIGN.md §5).
 
-    A file whose last line is torn (no newline) gets one first, so the torn line is not glued to this one.
+    A file whose last line is torn (no newline) gets one first, so the torn line is not glued to this one. A write
+    or fsync that fails (a full disk: ENOSPC, EDQUOT, EFBIG) cuts the file back to its size before, so no torn
+    line of ours is left behind, and the error is raised.
     """
     if not line.endswith(b"\n"):
         line += b"\n"
     path.parent.mkdir(parents=True, exist_ok=True)
+    with _append_lock(path):  # one append at a time per file: cutting back must never cut another's line
+        _append(path, line)
+
+
+def _append(path: Path, line: bytes) -> None:
     created = not path.exists()
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
     try:
-        size = os.fstat(fd).st_size
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+        size = info.st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             line = b"\n" + line
-        written = os.write(fd, line)
-        if written != len(line):  # pragma: no cover - regular files do not short-write short lines
-            raise OSError(f"short write: {written} of {len(line)} bytes")
-        os.fsync(fd)
+        try:
+            written = os.write(fd, line)
+            if written != len(line):  # a short write: the disk filled up in the middle
+                raise OSError(errno.ENOSPC, f"short write: {written} of {len(line)} bytes")
+            os.fsync(fd)
+        except OSError:
+            _cut_back(fd, size, path)
+            raise
     finally:
         os.close(fd)
     if created:
         fsync_dir(path.parent)
+
+
+_APPEND_LOCKS = tuple(threading.Lock() for _ in range(64))  # striped: bounded, and one path always one lock
+
+
+def _append_lock(path: Path) -> threading.Lock:
+    return _APPEND_LOCKS[hash(str(path)) % len(_APPEND_LOCKS)]
+
+
+def _cut_back(fd: int, size: int, path: Path) -> None:
+    """After a failed append: truncate to ``size`` (what was there before), as far as the file system lets us."""
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    except OSError as exc:  # the torn line stays; readers skip and report a torn last line
+        log.error("append_cut_back_failed", path=path.name, error=exc.strerror)
 
 
 def confine(root: Path, relative: str, *, suffixes: tuple[str, ...] = (".md",)) -> Path:
@@ -164,7 +199,7 @@ class FileTooLarge(OSError):
         self.limit = limit
 
 
-def read_regular(path: Path, max_bytes: int) -> bytes:
+def read_regular(path: Path, max_bytes: int, offset: int = 0) -> bytes:
     """The bytes of the regular file ``path`` (symlinks followed), read through one descriptor that is proved to
     be a regular file before a byte is read.
 
@@ -173,7 +208,8 @@ def read_regular(path: Path, max_bytes: int) -> bytes:
     swapped between the two cannot slip through. Raises
     :class:`NotRegularFile` for anything but a regular file (symlink loops included), :class:`FileTooLarge` when
     it holds more than ``max_bytes`` (also when it grows past that while being read: at most ``max_bytes`` + 1
-    bytes are ever read), and other ``OSError`` as they come.
+    bytes are ever read), and other ``OSError`` as they come. With ``offset``, the bytes from there on (what an
+    append added since the last read); ``max_bytes`` then bounds those.
     """
     try:
         # stat first: opening a device can have effects of its own (a tape rewinds, a terminal becomes ours)
@@ -190,12 +226,13 @@ def read_regular(path: Path, max_bytes: int) -> bytes:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
-        if info.st_size > max_bytes:
-            raise FileTooLarge(info.st_size, max_bytes)
+        if info.st_size - offset > max_bytes:
+            raise FileTooLarge(info.st_size - offset, max_bytes)
         chunks = []
         remaining = max_bytes + 1
         while remaining > 0:
-            chunk = os.read(fd, min(remaining, 1 << 20))
+            chunk = os.pread(fd, min(remaining, 1 << 20), offset)
+            offset += len(chunk)
             if not chunk:
                 break
             chunks.append(chunk)

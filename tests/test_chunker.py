@@ -232,13 +232,23 @@ def test_what_is_not_rules_is_text_in_windows(text: str) -> None:
 
 
 def test_aliases_cannot_make_endless_keys() -> None:
-    # 2**30 dotted keys from 30 lines: only the first MAX_FACT_KEYS entries are looked at
+    # 2**30 dotted keys from 30 lines: a file with aliases is indexed as plain text, never expanded
     levels = ["l0: &l0 {a: 1, b: 2}"] + [f"l{n}: &l{n} {{a: *l{n - 1}, b: *l{n - 1}}}" for n in range(1, 31)]
     text = "\n".join([*levels, "rule_id: x", "model_id: m", "fw_range: '*'", "facts: *l30"])
-    (chunk,) = chunk_rules(text, "profile", "x")
+    chunks = chunk_rules(text, "profile", "x")
+    assert [c.heading for c in chunks] == [""] and chunks[0].identifiers == ()
+    assert chunk_rules("rule_id: x\nfacts: &f {loop: *f}\n", "profile", "x")[0].heading == ""  # a cycle: text
+    # without the alias, the same rule is a rule; many keys stay bounded
+    keys = "\n".join(f"  k{n}: {n}" for n in range(3 * MAX_FACT_KEYS))
+    (chunk,) = chunk_rules(f"rule_id: x\nmodel_id: m\nfw_range: '*'\nfacts:\n{keys}\n", "profile", "x")
     assert chunk.heading == "rule x · m *"
     assert 2 < len(chunk.identifiers) <= 2 * MAX_FACT_KEYS + 2
-    assert chunk_rules("rule_id: x\nfacts: &f {loop: *f}\n", "profile", "x")[0].heading == ""  # a cycle: text
+
+
+def test_nesting_deep_enough_to_crash_libyaml_is_plain_text() -> None:
+    deep = 100_000  # libyaml's composer recurses in C: a segmentation fault, not an exception
+    text = "rule_id: x\nmodel_id: m\nfw_range: '*'\nfacts:\n  x: " + "[" * deep + "]" * deep + "\n"
+    assert [c.heading for c in chunk_rules(text, "profile", "x")] == [""]
 
 
 @settings(max_examples=300, deadline=None)

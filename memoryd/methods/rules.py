@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from memoryd.models import Wire, WorkspaceRef
 from memoryd.rpc import Context, Dispatcher
@@ -25,6 +25,9 @@ class WorkspaceParams(Wire):
 # --- observe ----------------------------------------------------------------------------------------------------
 
 
+MAX_DATA_DEPTH = 64  # orjson writes at most 254 levels; evidence needs far fewer
+
+
 class ObserveParams(WorkspaceParams):
     kind: str = Field(
         pattern=r"^[a-z][a-z0-9_.-]{0,63}$", description="test_result, log, measurement, report, conversation, …"
@@ -35,8 +38,31 @@ class ObserveParams(WorkspaceParams):
     model_id: str | None = Field(default=None, pattern=ID_PATTERN)
     fw_version: str | None = Field(default=None, min_length=1, max_length=64)
     tags: list[str] | None = Field(default=None, max_length=32)
-    data: dict[str, Any] | None = Field(default=None, description="Structured details (any JSON object).")
+    data: dict[str, Any] | None = Field(
+        default=None, description=f"Structured details (any JSON object nested at most {MAX_DATA_DEPTH} levels)."
+    )
     dry_run: bool = False
+
+    @field_validator("data")
+    @classmethod
+    def _shallow(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and _deeper_than(value, MAX_DATA_DEPTH):
+            raise ValueError(f"data is nested more than {MAX_DATA_DEPTH} levels deep")
+        return value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether the JSON value nests objects and arrays more than ``limit`` deep (iteratively: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((inner, depth + 1) for inner in item.values() if isinstance(inner, dict | list))
+        elif isinstance(item, list):
+            stack.extend((inner, depth + 1) for inner in item if isinstance(inner, dict | list))
+    return False
 
 
 class ObserveResult(Wire):

@@ -26,6 +26,8 @@ from typing import Any, Literal
 
 import yaml
 
+from memoryd import yamlsafe
+
 # Bump when chunk boundaries change for the same text: stored line ranges would be stale (forces a rebuild).
 CHUNKER_VERSION = 3
 RuleKind = Literal["profile", "candidate", "override"]
@@ -192,6 +194,7 @@ def chunk_rules(text: str, kind: RuleKind, name: str, *, max_lines: int = 40) ->
 
 
 def _rule_chunks(text: str, lines: list[str], kind: RuleKind, name: str) -> list[Chunk]:
+    yamlsafe.check_text(text)  # aliases and deep nesting (a crash in libyaml's composer): plain text instead
     loader = _Loader(text)
     try:
         node = loader.get_single_node()

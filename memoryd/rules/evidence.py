@@ -18,9 +18,11 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from memoryd.fsio import FileTooLarge, NotRegularFile, read_regular
 from memoryd.rules.models import Observation
 
 GLOBAL = "global"
+READ_MAX_BYTES = 256 * 1024 * 1024  # one read of what was appended since the last
 GLOBAL_FILE = "data/memory/observations.jsonl"
 
 
@@ -94,9 +96,17 @@ class EvidenceStore:
             state = self._files[rel] = _FileState(inode=info.st_ino)
         if info.st_size == state.offset:
             return
-        with open(full, "rb") as f:
-            f.seek(state.offset)
-            data = f.read()
+        try:
+            data = read_regular(full, READ_MAX_BYTES, state.offset)
+        except (NotRegularFile, FileTooLarge) as exc:  # a FIFO or a device would hang or flood the daemon
+            self._forget(rel)
+            state = self._files[rel] = _FileState(inode=info.st_ino)
+            state.problems.append(f"{rel}: not read: {exc.strerror or exc}")
+            state.offset = info.st_size
+            return
+        except OSError:
+            self._forget(rel)
+            return
         end = data.rfind(b"\n") + 1
         state.torn_tail = end < len(data)
         line_no = state.lines

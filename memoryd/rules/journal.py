@@ -31,7 +31,8 @@ from typing import Any
 import orjson
 import structlog
 
-from memoryd.fsio import append_line, atomic_write, flush
+from memoryd.errors import AppError
+from memoryd.fsio import FileTooLarge, NotRegularFile, append_line, atomic_write, flush, read_regular
 
 log = structlog.get_logger("memoryd.journal")
 
@@ -39,6 +40,7 @@ JOURNAL_DIR = "data/memory/journal"
 BACKUP_DIR = "data/memory/backups"
 HISTORY_FILE = "data/memory/history.jsonl"
 CRASH_ENV = "MEMORYD_CRASH_AT"
+READ_MAX_BYTES = 256 * 1024 * 1024  # history, compile state, files a change replaces
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +61,14 @@ def _crash(step: str) -> None:
 
 
 def read_bytes(root: Path, rel: str) -> bytes | None:
+    """A workspace file's bytes, None when it does not exist. Only a regular file within READ_MAX_BYTES is read
+    (a FIFO or a device a cloned repository put there would hang or flood the daemon): MEMORY_FILE_REFUSED."""
     try:
-        return (root / rel).read_bytes()
+        return read_regular(root / rel, READ_MAX_BYTES)
     except FileNotFoundError:
         return None
+    except (NotRegularFile, FileTooLarge) as exc:
+        raise AppError("MEMORY_FILE_REFUSED", f"{rel}: {exc.strerror or exc}") from exc
 
 
 def action(before: bytes | None, after: bytes | None) -> str:
@@ -85,43 +91,55 @@ def plan(root: Path, writes: list[FileWrite]) -> list[tuple[FileWrite, bytes | N
 
 
 def commit(root: Path, run_id: str, entry: dict[str, Any], writes: list[FileWrite]) -> dict[str, Any] | None:
-    """Apply ``writes`` as one change; returns the history entry (None when nothing changed)."""
+    """Apply ``writes`` as one change; returns the history entry (None when nothing changed).
+
+    A change an earlier failure left half done (a full disk after the commit point) is finished first; a failure
+    before this change's commit point removes its backups, so nothing of it remains."""
+    if any((root / JOURNAL_DIR).glob("*.json")):
+        recover(root)
     planned = plan(root, writes)
     if not any(w.record for w, _ in planned):  # only bookkeeping changes: no history, no journal needed
         for write, _ in planned:
             atomic_write(root / write.path, write.content or b"")
         return None
-    changes = []
-    backups = []
-    for write, before in planned:
-        backup = None
-        if write.record and before is not None:
-            backup = f"{BACKUP_DIR}/{run_id}/{write.path}"
-            atomic_write(root / backup, before, durable=False)
-            backups.append(root / backup)
-        if write.record:
-            changes.append(
-                {
-                    "path": write.path,
-                    "action": action(before, write.content),
-                    **write.meta,
-                    "sha_before": sha(before),
-                    "sha_after": sha(write.content),
-                    "backup": backup,
-                }
-            )
-    _crash("backups")
-    history = {**entry, "run_id": run_id, "changes": changes}
-    journal = {
-        "run_id": run_id,
-        "history": history,
-        "writes": [
-            {"path": w.path, "content": None if w.content is None else w.content.decode("utf-8")} for w, _ in planned
-        ],
-    }
     journal_path = root / JOURNAL_DIR / f"{run_id}.json"
-    atomic_write(journal_path, orjson.dumps(journal), durable=False)
-    flush([*backups, journal_path])  # pre-images and the journal are on disk before any file changes
+    try:
+        changes = []
+        backups = []
+        for write, before in planned:
+            backup = None
+            if write.record and before is not None:
+                backup = f"{BACKUP_DIR}/{run_id}/{write.path}"
+                atomic_write(root / backup, before, durable=False)
+                backups.append(root / backup)
+            if write.record:
+                changes.append(
+                    {
+                        "path": write.path,
+                        "action": action(before, write.content),
+                        **write.meta,
+                        "sha_before": sha(before),
+                        "sha_after": sha(write.content),
+                        "backup": backup,
+                    }
+                )
+        _crash("backups")
+        history = {**entry, "run_id": run_id, "changes": changes}
+        journal = {
+            "run_id": run_id,
+            "history": history,
+            "writes": [
+                {"path": w.path, "content": None if w.content is None else w.content.decode("utf-8")}
+                for w, _ in planned
+            ],
+        }
+        atomic_write(journal_path, orjson.dumps(journal), durable=False)
+        flush([*backups, journal_path])  # pre-images and the journal are on disk before any file changes
+    except OSError:  # before the commit point (a full disk): the change never happened, nothing of it remains
+        with contextlib.suppress(FileNotFoundError):
+            journal_path.unlink()
+        shutil.rmtree(root / BACKUP_DIR / run_id, ignore_errors=True)
+        raise
     _crash("journal")
     _roll_forward(root, journal)
     with contextlib.suppress(FileNotFoundError):
@@ -159,15 +177,52 @@ def history_has(root: Path, run_id: str) -> bool:
 
 
 def read_history(root: Path) -> list[dict[str, Any]]:
-    """Every complete, parseable line of history.jsonl, oldest first (a torn last line is skipped)."""
-    data = read_bytes(root, HISTORY_FILE) or b""
-    out = []
-    for raw in data.splitlines():
-        with contextlib.suppress(orjson.JSONDecodeError):
-            value = orjson.loads(raw)
+    """Every complete, parseable line of history.jsonl, oldest first; the others are :func:`history_problems`."""
+    return list(_history(root)[1])
+
+
+def history_problems(root: Path) -> list[str]:
+    """The lines of history.jsonl that are skipped (torn, not JSON, not an object), as ``path: line N: why``."""
+    return list(_history(root)[2])
+
+
+# root → (the file's signature, its entries, its problems): status asks on every call; parse only what changed.
+_HISTORY: dict[Path, tuple[tuple[int, int, int], list[dict[str, Any]], list[str]]] = {}
+
+
+def _history(root: Path) -> tuple[tuple[int, int, int], list[dict[str, Any]], list[str]]:
+    try:
+        info = os.stat(root / HISTORY_FILE)
+        signature = (info.st_ino, info.st_size, info.st_mtime_ns)
+    except OSError:
+        signature = (0, 0, 0)
+    known = _HISTORY.get(root)
+    if known is not None and known[0] == signature:
+        return known
+    try:
+        data = read_bytes(root, HISTORY_FILE) or b""
+    except AppError as exc:
+        parsed: tuple[tuple[int, int, int], list[dict[str, Any]], list[str]] = (signature, [], [exc.message])
+    else:
+        entries, problems = [], []
+        for number, raw in enumerate(data.splitlines(), 1):
+            if not raw.strip():
+                continue
+            try:
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                value = None
             if isinstance(value, dict):
-                out.append(value)
-    return out
+                entries.append(value)
+            else:
+                torn = number == data.count(b"\n") + 1 and not data.endswith(b"\n")
+                why = "torn (the daemon stopped while writing it)" if torn else "not a JSON object"
+                problems.append(f"{HISTORY_FILE}: line {number}: {why}, skipped")
+        parsed = (signature, entries, problems)
+    if len(_HISTORY) > 1000:
+        _HISTORY.clear()
+    _HISTORY[root] = parsed
+    return parsed
 
 
 def recover(root: Path) -> list[str]:

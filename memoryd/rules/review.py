@@ -16,11 +16,14 @@ import yaml
 
 from memoryd import ids
 from memoryd.errors import AppError
+from memoryd.fsio import confine
 from memoryd.rules import compile as comp
 from memoryd.rules import journal
 from memoryd.rules.fwrange import FwRangeError, parse_version
-from memoryd.rules.ruleset import Layer, LoadedRule, rule_dict
+from memoryd.rules.ruleset import Layer, LoadedRule, RuleFileError, read_yaml, rule_dict
 from memoryd.rules.workspace import WorkspaceRules
+
+_YAML = (".yaml", ".yml")
 
 if TYPE_CHECKING:
     from memoryd.methods import rules as m
@@ -214,10 +217,14 @@ def _revision(root: Path, history: list[dict[str, Any]], loaded: LoadedRule, rev
         return rule_dict(loaded.rule)
     for item in _rule_history(history, loaded.rule_id):
         if item["layer"] == loaded.layer and item["rev_before"] == rev and item["backup"]:
-            data = journal.read_bytes(root, str(item["backup"]))
-            if data is None:
+            backup = str(item["backup"])
+            try:  # history.jsonl can be edited by hand: a backup path must stay among the backups
+                confine(
+                    (root / journal.BACKUP_DIR).resolve(), backup.removeprefix(journal.BACKUP_DIR + "/"), suffixes=_YAML
+                )
+                raw = read_yaml(root, backup)
+            except (AppError, RuleFileError):  # gone, elsewhere, or not YAML the daemon can read: not on record
                 break
-            raw = yaml.safe_load(data)
             if loaded.layer == "override" and isinstance(raw, dict):
                 for candidate in raw.get("rules") or []:
                     if isinstance(candidate, dict) and candidate.get("rule_id") == loaded.rule_id:

@@ -22,6 +22,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
+from memoryd import yamlsafe
+from memoryd.fsio import FileTooLarge, NotRegularFile, read_regular
 from memoryd.rules.fwrange import FwRange, FwRangeError, parse_range, parse_version
 from memoryd.rules.models import Rule
 from memoryd.store.prepare import file_kind, indexed_files, indexed_stats
@@ -46,8 +48,7 @@ RULE_FIELDS = [
     "reason",
 ]
 
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+MAX_FILE_BYTES = 1024 * 1024  # the rule_max_file_bytes setting's default
 
 
 class RuleFileError(ValueError):
@@ -101,8 +102,7 @@ def rule_dict(rule: Rule, *, in_override_file: bool = False) -> dict[str, Any]:
 
 
 def dump_yaml(data: Any) -> bytes:
-    text: str = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
-    return text.encode("utf-8")
+    return yamlsafe.dump(data)
 
 
 def rule_yaml(rule: Rule) -> bytes:
@@ -136,16 +136,30 @@ def _parse_rule(raw: Any, where: str, **extra: Any) -> Rule:
     return rule
 
 
-def load_file(root: Path, rel: str, layer: Layer) -> list[LoadedRule]:
-    """The rules in one file; RuleFileError says what is wrong."""
+def read_yaml(root: Path, rel: str, max_bytes: int = MAX_FILE_BYTES) -> Any:
+    """The YAML of a rule file the daemon did not necessarily write: a regular file within ``max_bytes``, checked
+    by :mod:`memoryd.yamlsafe` (no aliases, bounded nesting, values the wire can carry). RuleFileError says what
+    is wrong, naming the file."""
     try:
-        raw = yaml.load((root / rel).read_bytes(), Loader=_Loader)
+        data = read_regular(root / rel, max_bytes)
+        return yamlsafe.load(data.decode("utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" line {mark.line + 1}" if mark is not None else ""
         raise RuleFileError(f"{rel}:{at} not valid YAML") from exc
+    except yamlsafe.YamlRefused as exc:
+        raise RuleFileError(f"{rel}: {exc}") from exc
+    except FileTooLarge as exc:
+        raise RuleFileError(f"{rel}: {exc.size} bytes; rule files may have at most {exc.limit}") from exc
+    except NotRegularFile as exc:
+        raise RuleFileError(f"{rel}: not a regular file (or a symlink loop); not read") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise RuleFileError(f"{rel}: unreadable ({type(exc).__name__})") from exc
+
+
+def load_file(root: Path, rel: str, layer: Layer, max_bytes: int = MAX_FILE_BYTES) -> list[LoadedRule]:
+    """The rules in one file; RuleFileError says what is wrong."""
+    raw = read_yaml(root, rel, max_bytes)
     parts = rel.split("/")
     if layer == "override":
         instance = parts[-1].rsplit(".", 1)[0]
@@ -203,6 +217,7 @@ class RuleSet:
     """Every rule of a workspace in memory. Reload is incremental by (inode, mtime, size); thread-safe."""
 
     root: Path
+    max_file_bytes: int = MAX_FILE_BYTES
     generation: int = 0
     _files: dict[str, _File] = field(default_factory=dict)
     _by_model: dict[str, list[LoadedRule]] = field(default_factory=dict)
@@ -233,7 +248,7 @@ class RuleSet:
                     continue
                 changed = True
                 try:
-                    self._files[rel] = _File(signature, load_file(self.root, rel, layer))
+                    self._files[rel] = _File(signature, load_file(self.root, rel, layer, self.max_file_bytes))
                 except RuleFileError as exc:
                     self._files[rel] = _File(signature, known.rules if known else [], str(exc))
             if changed:

@@ -9,6 +9,8 @@ methods live in ``changes``, those of the read-only review methods in ``review``
 
 from __future__ import annotations
 
+import errno
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -39,12 +41,16 @@ if TYPE_CHECKING:
 log = structlog.get_logger("memoryd.rules")
 
 
+_LINE = re.compile(r"line (\d+): ")
+
+
 def _private(value: Any) -> Any:
-    """<private> spans stripped from every string inside a JSON value."""
+    """<private> spans stripped from every string inside a JSON value, keys included (the params were checked
+    for depth, so the recursion is bounded)."""
     if isinstance(value, str):
         return strip_private(value)
     if isinstance(value, dict):
-        return {k: _private(v) for k, v in value.items()}
+        return {strip_private(k): _private(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_private(v) for v in value]
     return value
@@ -71,7 +77,7 @@ class RulesService:
         existing = self._by_id.get(ws.id)
         if existing is not None:
             return existing
-        wr = WorkspaceRules(ws, EvidenceStore(ws.path), RuleSet(ws.path))
+        wr = WorkspaceRules(ws, EvidenceStore(ws.path), RuleSet(ws.path, self.settings.rule_max_file_bytes))
         self._by_id[ws.id] = wr
         if self._tg is not None:
             self._tg.start_soon(task("rules_open", self._open, wr, workspace_id=ws.id))
@@ -134,7 +140,16 @@ class RulesService:
     async def _locked(self, ws: Workspace, work: Any) -> Any:
         wr = await self._ready(ws)
         async with wr.lock:
-            return await anyio.to_thread.run_sync(work, wr)
+            try:
+                return await anyio.to_thread.run_sync(work, wr)
+            except OSError as exc:  # a full disk, a read-only file system: the journal finishes or undoes it
+                log.warning("change_failed", workspace_id=ws.id, error=errno.errorcode.get(exc.errno or 0, "?"))
+                raise AppError(
+                    "MEMORY_WRITE_FAILED",
+                    f"Cannot write the change: {exc.strerror or exc}",
+                    hint="Free space (or fix permissions) and run it again: a change cut short is finished or "
+                    "undone from its journal before the next one.",
+                ) from exc
 
     async def _reindex(self, ws: Workspace, paths: list[str]) -> None:
         if paths:
@@ -272,7 +287,7 @@ class RulesService:
                 "observations": len(wr.evidence),
                 "outstanding_requests": sum(1 for r in state["requests"].values() if r["status"] == "outstanding"),
                 "generation": wr.rules.generation,
-                "errors": wr.rules.errors() + wr.evidence.problems(),
+                "errors": wr.rules.errors() + wr.evidence.problems() + journal.history_problems(wr.root),
                 "recovered": wr.recovered,
                 "error": wr.open_error,
             }
@@ -288,13 +303,18 @@ class RulesService:
             wr.evidence.refresh()
             problems: list[dict[str, Any]] = []
 
-            def add(severity: str, path: str, message: str) -> None:
-                problems.append({"severity": severity, "path": path, "line": None, "message": message})
+            def add(severity: str, path: str, message: str, line: int | None = None) -> None:
+                problems.append({"severity": severity, "path": path, "line": line, "message": message})
 
-            for severity, found in (("error", wr.rules.errors()), ("warning", wr.evidence.problems())):
-                for problem in found:  # "path: what is wrong"
+            skipped = wr.evidence.problems() + journal.history_problems(wr.root)
+            for severity, found in (("error", wr.rules.errors()), ("warning", skipped)):
+                for problem in found:  # "path: what is wrong" or "path: line N: what is wrong"
                     path, _, message = problem.partition(": ")
-                    add(severity, path, message or problem)
+                    number = _LINE.match(message)
+                    if number is not None:
+                        add(severity, path, message[number.end() :], int(number.group(1)))
+                    else:
+                        add(severity, path, message or problem)
             for loaded in wr.rules.all():
                 odd = unrecommended(loaded.rule.facts)
                 if odd:
