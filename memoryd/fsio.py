@@ -125,6 +125,10 @@ def append_line(path: Path, line: bytes) -> None:
         fsync_dir(path.parent)
 
 
+NAME_MAX = 255  # bytes in one path component (Linux, macOS)
+PATH_MAX = 4096  # bytes in a whole path with its NUL (Linux)
+
+
 def confine(root: Path, relative: str, *, suffixes: tuple[str, ...] = (".md",)) -> Path:
     """Resolve ``relative`` (or an absolute path) and prove it stays inside ``root``.
 
@@ -135,6 +139,15 @@ def confine(root: Path, relative: str, *, suffixes: tuple[str, ...] = (".md",)) 
         raise AppError("MEMORY_PATH_TRAVERSAL", "Path contains a NUL byte")
     if not relative.strip():
         raise AppError("MEMORY_PATH_TRAVERSAL", "Path is empty")
+    try:
+        encoded = os.fsencode(relative)
+    except UnicodeEncodeError as exc:  # a lone surrogate from JSON
+        raise AppError("MEMORY_PATH_TRAVERSAL", "Path is not valid Unicode") from exc
+    if len(encoded) >= PATH_MAX or any(len(part) > NAME_MAX for part in encoded.split(b"/")):
+        raise AppError(
+            "MEMORY_PATH_TRAVERSAL",
+            f"Path too long: at most {NAME_MAX} bytes a component and {PATH_MAX - 1} in all",
+        )
     candidate = Path(relative)
     if not candidate.is_absolute():
         candidate = root / candidate
