@@ -121,6 +121,7 @@ def run(name: str, make: Callable[[Path], str], limit_mb: int | None) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--limit-mb", type=int, default=0, help="index_max_file_bytes in MB (0: the default)")
+    parser.add_argument("--only", default="", help="run only the cases whose name contains this")
     args = parser.parse_args()
     if not sys.platform.startswith("linux"):
         sys.exit("needs /proc (Linux)")
@@ -133,6 +134,8 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, make in CASES:
+        if args.only not in name:
+            continue
         print(run(name, make, args.limit_mb or None), flush=True)
 
 
