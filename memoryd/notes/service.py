@@ -392,9 +392,10 @@ class NotesService:
                 hint="Split the file, or raise index_max_file_bytes; larger files are not indexed either.",
             ) from exc
         except NotRegularFile as exc:
-            if exc.errno == errno.EISDIR:
+            what = _kind(target)
+            if what.endswith("a directory"):  # as before: no file of that name
                 raise AppError("MEMORY_FILE_NOT_FOUND", f"{rel} is a directory") from exc
-            raise AppError("MEMORY_FILE_REFUSED", f"{rel} is not a regular file") from exc
+            raise AppError("MEMORY_FILE_REFUSED", f"{rel} is {what.replace(': ', ' (')})") from exc
         except OSError as exc:
             if exc.errno == errno.ENAMETOOLONG:
                 raise AppError("MEMORY_PATH_TRAVERSAL", "Path is too long") from exc
