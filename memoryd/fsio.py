@@ -160,6 +160,10 @@ def _cut_back(fd: int, size: int, path: Path) -> None:
         log.error("append_cut_back_failed", path=path.name, error=exc.strerror)
 
 
+NAME_MAX = 255  # bytes in one path component (Linux, macOS)
+PATH_MAX = 4096  # bytes in a whole path with its NUL (Linux)
+
+
 def confine(root: Path, relative: str, *, suffixes: tuple[str, ...] = (".md",)) -> Path:
     """Resolve ``relative`` (or an absolute path) and prove it stays inside ``root``.
 
@@ -170,6 +174,15 @@ def confine(root: Path, relative: str, *, suffixes: tuple[str, ...] = (".md",)) 
         raise AppError("MEMORY_PATH_TRAVERSAL", "Path contains a NUL byte")
     if not relative.strip():
         raise AppError("MEMORY_PATH_TRAVERSAL", "Path is empty")
+    try:
+        encoded = os.fsencode(relative)
+    except UnicodeEncodeError as exc:  # a lone surrogate from JSON
+        raise AppError("MEMORY_PATH_TRAVERSAL", "Path is not valid Unicode") from exc
+    if len(encoded) >= PATH_MAX or any(len(part) > NAME_MAX for part in encoded.split(b"/")):
+        raise AppError(
+            "MEMORY_PATH_TRAVERSAL",
+            f"Path too long: at most {NAME_MAX} bytes a component and {PATH_MAX - 1} in all",
+        )
     candidate = Path(relative)
     if not candidate.is_absolute():
         candidate = root / candidate

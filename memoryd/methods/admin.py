@@ -71,6 +71,11 @@ class WorkspaceLockStatus(Wire):
     since: str | None = Field(default=None, description="When the holder took it.")
 
 
+class RefusedFile(Wire):
+    path: str
+    reason: str
+
+
 class WorkspaceStatus(Wire):
     workspace_id: str
     path: str
@@ -85,6 +90,13 @@ class WorkspaceStatus(Wire):
     dirty_files: list[str] = Field(description="Files whose mtime/size differ from the index (first 50).")
     dirty_count: int
     pending: list[str] = Field(description="Files the watcher reported and the indexer has not done yet.")
+    refused: list[RefusedFile] = Field(
+        default_factory=list,
+        description="Files named like memory files that are not indexed, with why: not a regular file (FIFO, "
+        "device), a symlink loop, dangling or out of the workspace, over index_max_file_bytes, unreadable "
+        "(first 50).",
+    )
+    refused_count: int = 0
     last_indexed: str | None = None
     rebuilt: str | None = Field(
         default=None, description="Why the index was last rebuilt (missing, corrupt, version_changed, requested)."

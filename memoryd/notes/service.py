@@ -6,6 +6,7 @@ files or index. Blocking work (SQLite, file I/O) runs in worker threads.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import time
@@ -21,10 +22,10 @@ import structlog
 
 from memoryd.config import Settings
 from memoryd.errors import AppError
-from memoryd.fsio import confine
+from memoryd.fsio import FileTooLarge, NotRegularFile, confine, read_regular
 from memoryd.notes import append, chunker, daily, healing, textindex
 from memoryd.store.index import Hit, NoteIndex, SyncReport
-from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
+from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind, kind_of, refusal
 from memoryd.store.readers import IndexCorrupted
 from memoryd.tasks import task
 from memoryd.watch import WorkspaceWatcher
@@ -44,6 +45,8 @@ class WorkspaceNotes:
     index: NoteIndex
     write_lock: anyio.Lock = field(default_factory=anyio.Lock)
     pending: set[str] = field(default_factory=set)
+    # Paths reported while a sync runs: they stay pending after it (it may have read them before the change).
+    reported: set[str] = field(default_factory=set)
     full_rescan: bool = False
     wake: anyio.Event = field(default_factory=anyio.Event)
     opened: anyio.Event = field(default_factory=anyio.Event)
@@ -106,7 +109,13 @@ class NotesService:
         if existing is not None:
             return existing
         db = self.settings.dirs.workspaces_state / ws.id / "index.sqlite"
-        notes = WorkspaceNotes(ws, NoteIndex(ws.path, db, chunk_max_lines=self.settings.chunk_max_lines))
+        index = NoteIndex(
+            ws.path,
+            db,
+            chunk_max_lines=self.settings.chunk_max_lines,
+            max_file_bytes=self.settings.index_max_file_bytes,
+        )
+        notes = WorkspaceNotes(ws, index)
         notes.writer.scan_max_bytes = self.settings.index_max_file_bytes
         self._by_id[ws.id] = notes
         if self._tg is not None:
@@ -175,6 +184,7 @@ class NotesService:
             kind = file_kind(rel)
             if kind is not None:
                 notes.pending.add(rel)
+                notes.reported.add(rel)
                 if kind != "markdown":
                     rules.append(rel)
             elif not rel.lower().endswith(SUFFIXES):
@@ -207,8 +217,11 @@ class NotesService:
             batch = set(notes.pending)
             try:
                 async with notes.write_lock:
+                    notes.reported = set()
                     await anyio.to_thread.run_sync(notes.index.sync, None if full else batch)
-                notes.pending -= batch
+                # A path reported again while the sync ran (a file still being written) may have been read
+                # before its last change: it stays pending, and the wake its report set runs another sync.
+                notes.pending -= batch - notes.reported
             except IndexCorrupted as exc:
                 notes.pending |= batch
                 healing.schedule(notes, exc.reason)
@@ -352,16 +365,32 @@ class NotesService:
                 "Only memory files can be read: Markdown under memory/, rule YAML under spec/memory/profiles/, "
                 "spec/memory/candidates/ and data/memory/overrides/",
             )
-        if not target.is_file():
-            raise AppError("MEMORY_FILE_NOT_FOUND")
+        rel = target.relative_to(ws.path).as_posix()
+        limit = self.settings.index_max_file_bytes
         try:
-            with open(target, encoding="utf-8", errors="replace", newline="") as f:
-                all_lines = chunker.split_lines(f.read())  # numbered as the index and editors number them
+            data = read_regular(target, limit)  # never a FIFO (it would block this thread) nor a device
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise AppError("MEMORY_FILE_NOT_FOUND") from exc
+        except FileTooLarge as exc:
+            raise AppError(
+                "MEMORY_FILE_REFUSED",
+                f"{rel} is {exc.size} bytes; the limit is {exc.limit}",
+                hint="Split the file, or raise index_max_file_bytes; larger files are not indexed either.",
+            ) from exc
+        except NotRegularFile as exc:
+            what = _kind(target)
+            if what.endswith("a directory"):  # as before: no file of that name
+                raise AppError("MEMORY_FILE_NOT_FOUND", f"{rel} is a directory") from exc
+            raise AppError("MEMORY_FILE_REFUSED", f"{rel} is {what.replace(': ', ' (')})") from exc
         except OSError as exc:
-            raise AppError("MEMORY_READ_FAILED", f"Cannot read: {exc.strerror}") from exc
+            if exc.errno == errno.ENAMETOOLONG:
+                raise AppError("MEMORY_PATH_TRAVERSAL", "Path is too long") from exc
+            raise AppError("MEMORY_READ_FAILED", f"Cannot read {rel}: {exc.strerror}") from exc
+        # numbered as the index and editors number them
+        all_lines = chunker.split_lines(data.decode("utf-8", errors="replace"))
         chosen = all_lines[from_line - 1 : from_line - 1 + lines]
         return {
-            "path": target.relative_to(ws.path).as_posix(),
+            "path": rel,
             "from_line": from_line,
             "lines": len(chosen),
             "total_lines": len(all_lines),
@@ -456,6 +485,7 @@ class NotesService:
             return [daily.Problem("error", "memory/", None, "memory/ is missing: run `memoryctl init` to create it")]
         if memory.is_symlink() and root not in memory.resolve().parents:
             problems.append(daily.Problem("error", "memory/", None, "memory/ is a symlink out of the workspace"))
+        limit = self.settings.index_max_file_bytes
         for dirpath, dirnames, filenames in os.walk(memory):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             for name in sorted(filenames):
@@ -463,8 +493,10 @@ class NotesService:
                 rel = full.relative_to(root).as_posix()
                 if name.startswith("."):
                     continue
-                if full.is_symlink() and root not in full.resolve().parents:
-                    problems.append(daily.Problem("error", rel, None, "symlink points outside the workspace"))
+                refused = refusal(root, full)  # a loop, dangling, or out of the workspace: never followed
+                if refused is not None:
+                    message = _REFUSALS.get(refused, refused)
+                    problems.append(daily.Problem("error", rel, None, f"{message}: not read, not indexed"))
                     continue
                 parent = full.parent.relative_to(memory).as_posix()
                 if not name.endswith(".md"):
@@ -484,9 +516,18 @@ class NotesService:
                         )
                     )
                 try:
-                    text = full.read_text(encoding="utf-8")
+                    text = read_regular(full, limit).decode("utf-8")
                 except UnicodeDecodeError:
                     problems.append(daily.Problem("error", rel, None, "not valid UTF-8"))
+                    continue
+                except FileTooLarge as exc:
+                    message = f"{exc.size} bytes, over the limit of {exc.limit} (index_max_file_bytes): not indexed"
+                    problems.append(daily.Problem("error", rel, None, message))
+                    continue
+                except NotRegularFile:
+                    problems.append(daily.Problem("error", rel, None, f"{_kind(full)}: not read, not indexed"))
+                    continue
+                except FileNotFoundError:  # gone since the walk
                     continue
                 except OSError as exc:
                     problems.append(daily.Problem("error", rel, None, f"unreadable: {exc.strerror}"))
@@ -506,10 +547,15 @@ class NotesService:
                 if not clean:
                     continue
                 resolved = (root / clean.lstrip("/")) if clean.startswith("/") else (full.parent / clean)
-                resolved = resolved.resolve()
-                if resolved != root and root not in resolved.parents:
+                try:
+                    resolved = resolved.resolve()
+                    leaves = resolved != root and root not in resolved.parents
+                    broken = not leaves and not resolved.exists()
+                except (OSError, RuntimeError):  # too long a name, a symlink loop
+                    leaves, broken = False, True
+                if leaves:
                     problems.append(daily.Problem("error", rel, number, f"link leaves the workspace: {target}"))
-                elif not resolved.exists():
+                elif broken:
                     problems.append(daily.Problem("warning", rel, number, f"broken link: {target}"))
         return problems
 
@@ -528,6 +574,7 @@ class NotesService:
         if problem is not None:
             healing.schedule(notes, problem)
         memory_ok = (ws.path / "memory").is_dir()
+        refused = notes.index.refused  # replaced whole by each sync, never changed in place
         recommended = None
         if notes.open_error or notes.heal_failed:
             recommended = "memoryctl index --full"
@@ -546,6 +593,8 @@ class NotesService:
             "dirty_files": dirty[:50],
             "dirty_count": len(dirty),
             "pending": sorted(notes.pending)[:50],
+            "refused": [{"path": rel, "reason": why} for rel, why in sorted(refused.items())[:50]],
+            "refused_count": len(refused),
             "last_indexed": None
             if notes.index.last_indexed is None
             else datetime.fromtimestamp(notes.index.last_indexed).astimezone().isoformat(timespec="seconds"),
@@ -557,6 +606,16 @@ class NotesService:
             or (None if notes.heal_failed is None else f"index file {notes.heal_failed}: the rebuild failed"),
             "recommended": recommended,
         }
+
+
+_REFUSALS = {"symlink out of the workspace": "symlink points outside the workspace"}
+
+
+def _kind(full: Path) -> str:
+    try:
+        return kind_of(full.stat().st_mode)
+    except OSError:
+        return "not a regular file"
 
 
 def rjieba_ok() -> bool:

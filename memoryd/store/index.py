@@ -31,6 +31,7 @@ import apsw
 import orjson
 import structlog
 
+from memoryd.fsio import FileTooLarge, NotRegularFile, read_regular
 from memoryd.notes import textindex
 from memoryd.store.prepare import (
     PIPELINE_MIN_BYTES,
@@ -90,10 +91,16 @@ class NoteIndex:
     """The index file of one workspace. Thread-safe: one writer at a time (the write lock), any number of readers
     (a read connection per thread, under the readers' shared lock, which only a swap or close takes exclusively)."""
 
-    def __init__(self, root: Path, db_path: Path, *, chunk_max_lines: int = 40) -> None:
+    def __init__(
+        self, root: Path, db_path: Path, *, chunk_max_lines: int = 40, max_file_bytes: int = 8 * 1024 * 1024
+    ) -> None:
         self.root = root
         self.db_path = db_path
         self.chunk_max_lines = chunk_max_lines
+        self.max_file_bytes = max_file_bytes  # larger files are not read, not indexed, and reported in refused
+        # Files named like memory files that indexing left out, with why (a FIFO, a device, a symlink loop or
+        # dangling, over max_file_bytes, unreadable): replaced whole by each sync, never changed in place.
+        self.refused: dict[str, str] = {}
         self._write_lock = threading.Lock()
         # Read connections, one per thread; their lock is taken exclusively only to swap or close the file.
         self._readers = ReaderPool(lambda: _connect(self.db_path, readonly=True))
@@ -290,7 +297,9 @@ class NoteIndex:
                 "SELECT doc_id, path, mtime_ns, size, sha256 FROM documents"
             )
         }
-        present = dict(indexed_files(self.root)) if only is None else indexed_stats(self.root, only)
+        refused: dict[str, str] = {}
+        walked = indexed_files(self.root, refused) if only is None else None
+        present = dict(walked) if walked is not None else indexed_stats(self.root, set(only or ()), refused)
         targets = sorted(present)
         total = len(targets) * 2
         changed: list[tuple[str, os.stat_result, str, str]] = []  # path, stat, sha256, text
@@ -301,12 +310,31 @@ class NoteIndex:
                 old = known.get(rel)
                 if progress is not None and number % 50 == 0:
                     progress(number - 1, total)
+                if info.st_size > self.max_file_bytes:  # not read at all, and no longer searchable
+                    refused[rel] = _too_large(info.st_size, self.max_file_bytes)
+                    del present[rel]
+                    continue
                 if old is not None and old[1] == info.st_mtime_ns and old[2] == info.st_size:
                     report.files_unchanged += 1
                     continue
+                # Only a regular file is opened (a FIFO swapped in since the walk would block this thread), and
+                # never more than the limit read. The stat above is older than the bytes read, so a file that
+                # grew meanwhile differs from the stored (mtime, size) and is read again.
                 try:
-                    data = (self.root / rel).read_bytes()
-                except OSError:
+                    data = read_regular(self.root / rel, self.max_file_bytes)
+                except FileNotFoundError:
+                    del present[rel]
+                    continue
+                except FileTooLarge as exc:
+                    refused[rel] = _too_large(exc.size, exc.limit)
+                    del present[rel]
+                    continue
+                except NotRegularFile:
+                    refused[rel] = "not a regular file"
+                    del present[rel]
+                    continue
+                except OSError as exc:  # kept as indexed before: a passing error should not lose a file's chunks
+                    refused[rel] = f"unreadable: {exc.strerror or type(exc).__name__}"
                     continue
                 sha = hashlib.sha256(data).hexdigest()
                 if old is not None and old[3] == sha:
@@ -350,6 +378,7 @@ class NoteIndex:
             report.chunk_delta += last_chunk - first_chunk
             if progress is not None:
                 progress(total, total)
+        self._note_refused(refused, only)
         return report
 
     def index_section(
@@ -425,6 +454,18 @@ class NoteIndex:
             )
         self._chunk_count += len(rows) - removed
         return True
+
+    def _note_refused(self, refused: dict[str, str], only: set[str] | None) -> None:
+        """Replace :attr:`refused` with what this sync found (for ``only``, just those paths), logging each new one
+        once (paths and reasons only)."""
+        before = self.refused
+        for rel, reason in refused.items():
+            if before.get(rel) != reason:
+                log.warning("file_refused", root_digest=_digest(str(self.root)), path=rel, reason=reason)
+        if only is None:
+            self.refused = refused
+        else:
+            self.refused = {rel: reason for rel, reason in before.items() if rel not in only} | refused
 
     def merge_step(self, pages: int = MERGE_STEP_PAGES) -> bool:
         """Merge the index's FTS5 segments a step towards one (after a rebuild, or an open that found several):
@@ -532,7 +573,11 @@ class NoteIndex:
             if reader is None:
                 return []
             known = {p: (m, s) for p, m, s in reader.execute("SELECT path, mtime_ns, size FROM documents")}
-        present = {rel: (info.st_mtime_ns, info.st_size) for rel, info in indexed_files(self.root)}
+        present = {
+            rel: (info.st_mtime_ns, info.st_size)
+            for rel, info in indexed_files(self.root)
+            if info.st_size <= self.max_file_bytes and rel not in self.refused
+        }
         dirty = [rel for rel, sig in present.items() if known.get(rel) != sig]
         dirty += [rel for rel in known if rel not in present]
         return sorted(dirty)
@@ -575,6 +620,10 @@ def _delete_docs(conn: apsw.Connection, doc_ids: list[int]) -> int:
     removed = conn.changes()
     conn.execute(f"DELETE FROM documents WHERE doc_id {chosen}", ids)
     return removed
+
+
+def _too_large(size: int, limit: int) -> str:
+    return f"too large: {size} bytes; the limit is {limit} (index_max_file_bytes)"
 
 
 def _unlink(path: Path, suffixes: tuple[str, ...]) -> None:

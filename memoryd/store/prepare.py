@@ -14,9 +14,11 @@ that started them is gone.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import queue
+import re
 import stat
 import threading
 import time
@@ -49,6 +51,11 @@ SUFFIXES = (".md", *_YAML)
 # start_line, end_line, heading, text, text_digest, text_length, body (None: the text itself), idents
 Prepared = tuple[int, int, str, str, str, int, str | None, str]
 Row = tuple[int, int, int, str, str, str, int, str | None, str]  # doc_id, *Prepared
+# A chunk holds at most this many characters: longer runs of lines are cut between lines, longer lines into windows.
+MAX_CHUNK_CHARS = 32 * 1024
+# C0 controls but tab, line feed and carriage return, and DEL: indexed as spaces (get still reads the file as is).
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_SPACES = str.maketrans(dict.fromkeys([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F], " "))
 PARALLEL_MIN_BYTES = 8 * 1024 * 1024
 PIPELINE_MIN_BYTES = 256 * 1024  # ~25 ms of preparation: less is not worth a thread
 PIPELINE_DEPTH = 32  # prepared files waiting for the inserting thread, at most
@@ -67,9 +74,11 @@ def file_kind(rel: str) -> Kind | None:
     return None
 
 
-def indexed_files(root: Path) -> Iterator[tuple[str, os.stat_result]]:
+def indexed_files(root: Path, refused: dict[str, str] | None = None) -> Iterator[tuple[str, os.stat_result]]:
     """(relative path, stat) of every indexed file, tree by tree, each in path order: no hidden entries, no
-    symlinked directories entered, no symlinks that leave the workspace, regular files only."""
+    symlinked directories entered, no symlinks that leave the workspace, regular files only. Entries named like
+    indexed files but left out (a FIFO, a device, a symlink loop, a dangling symlink, a symlink out of the
+    workspace) go into ``refused``, with the reason, when it is given."""
     real_root = root.resolve()
     for tree, _kind, suffixes in TREES:
         if not _inside(real_root, root / tree):
@@ -89,22 +98,30 @@ def indexed_files(root: Path) -> Iterator[tuple[str, os.stat_result]]:
                 if entry.is_dir(follow_symlinks=False):
                     pending.append(rel)
                 elif entry.name.lower().endswith(suffixes):
-                    info = _file_stat(real_root, Path(entry.path)) if entry.is_symlink() else _regular(entry)
+                    if entry.is_symlink():
+                        info = _file_stat(real_root, Path(entry.path), rel, refused)
+                    else:
+                        info = _regular(entry, rel, refused)
                     if info is not None:
                         found.append((rel, info))
         yield from sorted(found, key=lambda item: item[0])
 
 
-def _regular(entry: os.DirEntry[str]) -> os.stat_result | None:
+def _regular(entry: os.DirEntry[str], rel: str, refused: dict[str, str] | None) -> os.stat_result | None:
     try:
         info = entry.stat()
     except OSError:
         return None
-    return info if stat.S_ISREG(info.st_mode) else None
+    if stat.S_ISREG(info.st_mode):
+        return info
+    if refused is not None:
+        refused[rel] = kind_of(info.st_mode)
+    return None
 
 
-def indexed_stats(root: Path, rels: Iterable[str]) -> dict[str, os.stat_result]:
-    """The stat of each of ``rels`` that :func:`indexed_files` would list, without walking the trees."""
+def indexed_stats(root: Path, rels: Iterable[str], refused: dict[str, str] | None = None) -> dict[str, os.stat_result]:
+    """The stat of each of ``rels`` that :func:`indexed_files` would list, without walking the trees (and, in
+    ``refused``, those of them it would refuse)."""
     real_root = root.resolve()  # once: resolving costs a system call per path component
     usable = [tree for tree, _kind, _suffixes in TREES if _inside(real_root, root / tree)]
     found = {}
@@ -118,7 +135,7 @@ def indexed_stats(root: Path, rels: Iterable[str]) -> dict[str, os.stat_result]:
             if parent.is_symlink():
                 break
         else:
-            info = _file_stat(real_root, root / rel)
+            info = _file_stat(real_root, root / rel, rel, refused)
             if info is not None:
                 found[rel] = info
     return found
@@ -128,18 +145,63 @@ def _inside(real_root: Path, tree: Path) -> bool:
     """Whether the directory ``tree`` exists and is, once resolved, inside the workspace."""
     try:
         return tree.is_dir() and real_root in tree.resolve().parents
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
         return False
 
 
-def _file_stat(real_root: Path, full: Path) -> os.stat_result | None:
+def _file_stat(real_root: Path, full: Path, rel: str, refused: dict[str, str] | None = None) -> os.stat_result | None:
+    """The stat of ``full`` when it is (or links, inside the workspace, to) a regular file; else None, and the
+    reason in ``refused``. Never opens anything."""
+    reason = refusal(real_root, full)
+    if reason is None:
+        try:
+            info = full.stat()
+        except OSError as exc:
+            reason = _os_reason(exc)
+        else:
+            if stat.S_ISREG(info.st_mode):
+                return info
+            reason = kind_of(info.st_mode)
+    if refused is not None and reason != "gone":
+        refused[rel] = reason
+    return None
+
+
+def refusal(real_root: Path, full: Path) -> str | None:
+    """Why the symlink ``full`` is not followed (a loop, dangling, out of the workspace), None when it is not
+    a symlink or may be followed."""
     try:
-        if full.is_symlink() and real_root not in full.resolve().parents:
+        if not full.is_symlink():
             return None
-        info = full.stat()
-    except OSError:
-        return None
-    return info if stat.S_ISREG(info.st_mode) else None
+        target = full.resolve(strict=True)
+    except FileNotFoundError:
+        return "dangling symlink"
+    except RuntimeError:  # Python < 3.13 reports a loop this way
+        return "symlink loop"
+    except OSError as exc:
+        return _os_reason(exc)
+    return None if real_root in target.parents else "symlink out of the workspace"
+
+
+def kind_of(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    if stat.S_ISFIFO(mode):
+        return "not a regular file: a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "not a regular file: a device"
+    if stat.S_ISSOCK(mode):
+        return "not a regular file: a socket"
+    if stat.S_ISDIR(mode):
+        return "not a regular file: a directory"
+    return "not a regular file"
+
+
+def _os_reason(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "symlink loop"
+    if exc.errno == errno.ENOENT:
+        return "gone"
+    return f"unreadable: {exc.strerror or type(exc).__name__}"
 
 
 def prepare_text(rel: str, text: str, max_lines: int = 40) -> list[Prepared]:
@@ -159,25 +221,24 @@ def _rows(doc_id: int, rel: str, text: str, max_lines: int) -> list[Row]:
     kind = file_kind(rel)
     if kind is None:
         raise ValueError(f"not an indexed file: {rel}")
+    if _CONTROL.search(text):  # JSON spells each as \u00XX (6×) and nobody searches for them: spaces instead
+        text = text.translate(_SPACES)
     if kind == "markdown":
         lines = chunker.split_lines(text)
-        spans = chunker.chunk_spans(lines, max_lines=max_lines)
-        fields = textindex.index_chunks(lines, [(lo, hi) for lo, hi, _heading in spans])
-        return [
-            (
-                doc_id,
-                lo + 1,
-                hi,
-                heading,
-                chunk,
-                _text_digest(chunk),
-                len(chunk),
-                None if body == chunk else body,
-                idents,
-            )
-            for (lo, hi, heading), (chunk, body, idents) in zip(spans, fields, strict=True)
-        ]
-    rows: list[Row] = []
+        spans = _narrow(lines, chunker.chunk_spans(lines, max_lines=max_lines))
+        fields = iter(textindex.index_chunks(lines, [(lo, hi) for lo, hi, _heading in spans if hi > lo]))
+        rows: list[Row] = []
+        for lo, hi, heading in spans:
+            if hi > lo:
+                text_, body, idents = next(fields)
+                rows.append(_row(doc_id, lo + 1, hi, heading, text_, body, idents))
+                continue
+            line = lines[lo]  # longer than MAX_CHUNK_CHARS: windows of it, each a chunk of this one line
+            for at in range(0, len(line), MAX_CHUNK_CHARS):
+                window = line[at : at + MAX_CHUNK_CHARS]
+                rows.append(_row(doc_id, lo + 1, lo + 1, heading, window, *textindex.index_fields(window)))
+        return rows
+    rows = []
     for chunk in chunker.chunk_rules(text, kind, PurePosixPath(rel).stem, max_lines=max_lines):
         # The heading is searched too, as a Markdown chunk's heading line is: it names the rule, the model and the
         # layer, which then outrank a note that mentions them in passing.
@@ -187,6 +248,46 @@ def _rows(doc_id: int, rel: str, text: str, max_lines: int) -> list[Row]:
             (doc_id, chunk.start_line, chunk.end_line, chunk.heading, chunk.text, digest, len(chunk.text), body, idents)
         )
     return rows
+
+
+def _row(doc_id: int, first: int, last: int, heading: str, chunk: str, body: str, idents: str) -> Row:
+    return (
+        doc_id,
+        first,
+        last,
+        heading,
+        chunk,
+        _text_digest(chunk),
+        len(chunk),
+        None if body == chunk else body,
+        idents,
+    )
+
+
+def _narrow(lines: list[str], spans: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """``spans`` with those over :data:`MAX_CHUNK_CHARS` characters cut, between lines, into spans under it; a line
+    longer than that alone becomes ``(index, index, heading)``: to be cut into windows of characters. Bounds what
+    one chunk costs to segment, encode and insert whatever a file holds (a 10 MB line was one 10 MB chunk)."""
+    if sum(map(len, lines)) + len(lines) <= MAX_CHUNK_CHARS:
+        return spans
+    narrowed: list[tuple[int, int, str]] = []
+    for lo, hi, heading in spans:
+        first, size = lo, 0
+        for index in range(lo, hi):
+            width = len(lines[index]) + 1
+            if width > MAX_CHUNK_CHARS:
+                if index > first:
+                    narrowed.append((first, index, heading))
+                narrowed.append((index, index, heading))
+                first, size = index + 1, 0
+                continue
+            if size + width > MAX_CHUNK_CHARS and index > first:
+                narrowed.append((first, index, heading))
+                first, size = index, 0
+            size += width
+        if hi > first:
+            narrowed.append((first, hi, heading))
+    return narrowed
 
 
 def pool_size(total_bytes: int, files: int) -> int:
