@@ -334,3 +334,12 @@ def test_writes_on_a_full_disk_are_named_errors_and_leave_nothing_torn(daemon: D
             assert resolve(daemon, ws, "1.2.3")["facts"]["transport.uart.flow_control"] == "rts_cts"
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_compile_response_file_that_is_a_fifo_is_refused(daemon: Daemon, two: tuple[Path, str, str]) -> None:
+    root, ws, _bystander = two
+    os.mkfifo(root / "answer.json")  # `compile apply --in answer.json`: opened for reading, it would wait forever
+    with pytest.raises(RemoteError) as err:
+        call(daemon, "compile.apply", {"workspace": ws, "path": "answer.json"})
+    assert err.value.data["name"] == "MEMORY_FILE_REFUSED"
+    assert call(daemon, "ping", {})["pong"]

@@ -17,7 +17,7 @@ import structlog
 from memoryd import ids
 from memoryd.config import Settings
 from memoryd.errors import AppError
-from memoryd.fsio import atomic_write, confine
+from memoryd.fsio import FileTooLarge, NotRegularFile, atomic_write, confine, read_regular
 from memoryd.notes.daily import strip_private
 from memoryd.rules import compile as comp
 from memoryd.rules import journal
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("memoryd.rules")
 
 REQUESTS_DIR = "data/memory/compile"
+RESPONSE_MAX_BYTES = 64 * 1024 * 1024  # a compile response read from a file (`compile apply --in`)
 
 
 # --- compile.prepare -----------------------------------------------------------------------------------------------
@@ -172,9 +173,13 @@ def _load_response(wr: WorkspaceRules, p: m.ApplyParams) -> Any:
     assert p.path is not None
     target = confine(wr.root, p.path, suffixes=(".json",))
     try:
-        return orjson.loads(target.read_bytes())
+        return orjson.loads(read_regular(target, RESPONSE_MAX_BYTES))
     except FileNotFoundError as exc:
         raise AppError("MEMORY_FILE_NOT_FOUND", f"No file {p.path}") from exc
+    except (NotRegularFile, FileTooLarge) as exc:
+        raise AppError("MEMORY_FILE_REFUSED", f"{p.path}: {exc.strerror or exc}") from exc
+    except OSError as exc:
+        raise AppError("MEMORY_READ_FAILED", f"Cannot read {p.path}: {exc.strerror}") from exc
     except orjson.JSONDecodeError as exc:
         raise AppError(
             "MEMORY_COMPILE_INVALID", violations=[{"pointer": "", "reason": f"not JSON: {exc.msg}"}]
