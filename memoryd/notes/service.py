@@ -573,7 +573,7 @@ class NotesService:
         problem = problem or notes.heal
         if problem is not None:
             healing.schedule(notes, problem)
-        memory_ok = (ws.path / "memory").is_dir()
+        memory_ok = await anyio.to_thread.run_sync((ws.path / "memory").is_dir)
         refused = notes.index.refused  # replaced whole by each sync, never changed in place
         recommended = None
         if notes.open_error or notes.heal_failed:
