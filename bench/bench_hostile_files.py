@@ -6,6 +6,9 @@ note; the hostile file is then added and `index` called. With the default limit 
 content costs. The FIFO and the device (mknod, root only) must not be opened at all: `index` and `validate`
 answering at all is the result. Linux only (/proc).
 
+Rule YAML cases (an alias bomb, nesting that crashed libyaml, a value beyond 64 bits) are indexed, and loaded by
+`resolve`, which answers with the file in its errors.
+
 Run: .venv/bin/python bench/bench_hostile_files.py [--limit-mb 64]
 """
 
@@ -75,7 +78,29 @@ def _loop(memory: Path) -> str:
     return "made"
 
 
+RULE = "rule_id: bomb\nmodel_id: KX-200\nfw_range: '*'\nconfidence: 0.9\nprovenance: {observation_ids: [obs_1]}\n"
+
+
+def _rule(text: str) -> Callable[[Path], str]:
+    def make(memory: Path) -> str:
+        target = memory.parent / "spec/memory/profiles/KX-200/bomb.yaml"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(RULE + text)
+        return f"{len(text.encode())} bytes"
+
+    return make
+
+
+def _bomb(levels: int) -> str:
+    lines = ["facts:", "  l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"  l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]" for n in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
 CASES: list[tuple[str, Callable[[Path], str]]] = [
+    ("rule YAML: alias bomb, 9 levels", _rule(_bomb(9))),
+    ("rule YAML: [[[…]]] 100,000 deep", _rule("facts:\n  x: " + "[" * 100_000 + "]" * 100_000 + "\n")),
+    ("rule YAML: a fact of 2**64+1", _rule("facts:\n  x: 18446744073709551617\n")),
     ("10 MB of NUL", _nul(10)),
     ("30 MB of NUL", _nul(30)),
     ("10 MB line of \\x01", _ctrl_line),
@@ -109,6 +134,9 @@ def run(name: str, make: Callable[[Path], str], limit_mb: int | None) -> str:
             status = rpc.call("status", {"workspace": ws})["workspaces"][0]
             refused = "; ".join(f"{r['path']}: {r['reason']}" for r in status.get("refused", [])) or "-"
             hits = len(rpc.call("search", {"workspace": ws, "query": "serial timeouts"})["hits"])
+            resolved = rpc.call("resolve", {"workspace": ws, "model_id": "KX-200", "fw_version": "1.0"})
+            refused += "".join(f"; {e}" for e in resolved.get("errors", []))
+            rss1, hwm1 = _memory(pid)  # after resolve too: a rule file is loaded by the rule set, not the index
             rpc.close()
         return (
             f"| {name} | {made} | {rss0} | {rss1} | {rss1 - rss0:+d} | {hwm0} | {hwm1} | {hwm1 - hwm0:+d} | "
