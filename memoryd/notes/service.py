@@ -94,6 +94,9 @@ class NotesService:
         self.settings = settings
         self._by_id: dict[str, WorkspaceNotes] = {}
         self._tg: anyio.abc.TaskGroup | None = None
+        # Searches run in threads of their own, as many as there are cores: more only thrash the caches of their
+        # read connections (each thread has one), and they no longer queue behind indexing in anyio's 40.
+        self._search_threads = anyio.CapacityLimiter(max(2, os.cpu_count() or 2))
         # Told about changed rule files (the rules service reloads them); set by the composition root.
         self.on_rules_changed: Callable[[Workspace, list[str] | None], Awaitable[None]] | None = None
 
@@ -325,7 +328,7 @@ class NotesService:
             return hits, notes.index.check_file(header=False)  # a stat: deleted or replaced under us?
 
         try:
-            hits, problem = await anyio.to_thread.run_sync(run)
+            hits, problem = await anyio.to_thread.run_sync(run, limiter=self._search_threads)
         except Exception as exc:  # the error's type only: SQLite's messages can quote the query
             log.error("search_failed", workspace_id=ws.id, error=type(exc).__name__)
             raise AppError("MEMORY_SEARCH_FAILED") from exc
