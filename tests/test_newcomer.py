@@ -9,14 +9,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from memoryctl.cli import VERBS, build_parser
 
 from memoryd import service
 from memoryd.config import SettingsError, load_settings
 from memoryd.service import install_service
-from tests.conftest import Daemon, daemon_env, short_tmp
+from tests.conftest import Daemon, daemon_env, short_tmp, wait_for
 
 CLIENT_ENV = daemon_env(Path("/nonexistent-memoryd-home"))
 
@@ -210,3 +212,47 @@ def test_install_service_without_runtime_dir_still_says_percent_t(
     assert "ListenStream=%t/memoryd/memoryd.sock" in out.getvalue(), out.getvalue()
     assert "MEMORYD_SOCKET" not in out.getvalue()
     assert f"export XDG_RUNTIME_DIR=/run/user/{os.getuid()}" in err.getvalue()
+
+
+# --- item 4: a hand edit of a rule file is a revision -----------------------------------------------------------
+
+
+def test_hand_edit_of_a_rule_is_recorded_as_a_revision(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    from tests.test_rules import PROFILE, compiled, history, observe, rule
+
+    root, ws = workspace
+    oid = observe(daemon, ws, fw_version="1.2.3")
+    compiled(daemon, ws, rule(oid))
+    path = root / PROFILE
+    text = path.read_text()
+    assert "revision: 1\n" in text and "transport.uart.baud: 921600" in text
+    path.write_text(
+        "# checked on bench 3\n" + text.replace("transport.uart.baud: 921600", "transport.uart.baud: 460800")
+    )
+
+    def diffed() -> dict[str, Any] | None:
+        shown = daemon.call("rules.show", {"workspace": ws, "rule_id": "uart-flow-control"})
+        if shown["rule"]["revision"] != 2:
+            return None
+        answer: dict[str, Any] = daemon.call(
+            "rules.diff", {"workspace": ws, "rule_id": "uart-flow-control", "from_rev": 1}
+        )
+        return answer
+
+    answer = wait_for(diffed)
+    baud = {"key": "transport.uart.baud", "before": 921600, "after": 460800, "change": "changed"}
+    assert baud in answer["facts"], answer
+    rewritten = path.read_text()
+    assert rewritten.startswith("# checked on bench 3\n") and "revision: 2\n" in rewritten  # edited in place
+    edits = [h for h in history(root) if h["op"] == "hand_edit"]
+    assert len(edits) == 1 and edits[0]["changes"][0]["rules"] == [
+        {"rule_id": "uart-flow-control", "rev_before": 1, "rev_after": 2}
+    ]
+    # the next change bumps again, and revision 1 still shows what was first written
+    oid2 = observe(daemon, ws, "again at 921600", fw_version="1.2.4")
+    compiled(daemon, ws, rule(oid2, priority=20))
+    assert yaml.safe_load(path.read_text())["revision"] == 3
+    first = daemon.call("rules.diff", {"workspace": ws, "rule_id": "uart-flow-control", "from_rev": 1, "to_rev": 2})
+    assert baud in first["facts"], first
+    # the daemon's own rewrite is not taken for another hand edit
+    assert [h["op"] for h in history(root)].count("hand_edit") == 1

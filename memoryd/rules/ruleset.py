@@ -136,10 +136,10 @@ def _parse_rule(raw: Any, where: str, **extra: Any) -> Rule:
     return rule
 
 
-def load_file(root: Path, rel: str, layer: Layer) -> list[LoadedRule]:
-    """The rules in one file; RuleFileError says what is wrong."""
+def load_file(root: Path, rel: str, layer: Layer, data: bytes | None = None) -> list[LoadedRule]:
+    """The rules in one file (or in ``data``, its content); RuleFileError says what is wrong."""
     try:
-        raw = yaml.load((root / rel).read_bytes(), Loader=_Loader)
+        raw = yaml.load((root / rel).read_bytes() if data is None else data, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" line {mark.line + 1}" if mark is not None else ""
@@ -188,6 +188,37 @@ class _File:
     signature: tuple[int, int, int]
     rules: list[LoadedRule]  # the last good rules of this file
     error: str | None = None
+    data: bytes | None = None  # the content those rules were read from
+
+
+@dataclass(frozen=True, slots=True)
+class HandEdit:
+    """A rule file changed by someone other than the daemon (an editor, git) with a rule's content changed but
+    its revision not raised: recorded as a new revision by rules.handedit, with ``before`` as the pre-image."""
+
+    path: str
+    layer: Layer
+    before: bytes
+    revisions: dict[str, int]  # rule_id → the revision the edit started from
+
+
+# Fields a change of which is no new revision (the daemon's own bookkeeping).
+_BOOKKEEPING = frozenset({"revision", "created_at", "updated_at"})
+
+
+def _content(rule: Rule) -> dict[str, Any]:
+    return {k: v for k, v in rule_dict(rule).items() if k not in _BOOKKEEPING}
+
+
+def hand_edited(old: list[LoadedRule], new: list[LoadedRule]) -> dict[str, int]:
+    """rule_id → old revision, for each rule whose content changed while its revision did not go up."""
+    before = {r.rule_id: r.rule for r in old}
+    out = {}
+    for loaded in new:
+        prior = before.get(loaded.rule_id)
+        if prior is not None and loaded.rule.revision <= prior.revision and _content(prior) != _content(loaded.rule):
+            out[loaded.rule_id] = prior.revision
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +242,7 @@ class RuleSet:
     _errors: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     loaded: bool = False
+    hand_edits: dict[str, HandEdit] = field(default_factory=dict)  # path → edit not recorded yet
 
     def reload(self, paths: Iterable[str] | None = None) -> bool:
         """Re-read changed files — all, or just ``paths`` (relative; as the watcher reports them). True when
@@ -226,6 +258,7 @@ class RuleSet:
             changed = not self.loaded or bool(gone)
             for rel in gone:
                 del self._files[rel]
+                self.hand_edits.pop(rel, None)
             for rel, (layer, info) in seen.items():
                 signature = (info.st_ino, info.st_mtime_ns, info.st_size)
                 known = self._files.get(rel)
@@ -233,13 +266,39 @@ class RuleSet:
                     continue
                 changed = True
                 try:
-                    self._files[rel] = _File(signature, load_file(self.root, rel, layer))
+                    data = (self.root / rel).read_bytes()
+                except OSError as exc:
+                    self._files[rel] = _File(signature, known.rules if known else [], f"{rel}: unreadable ({exc})")
+                    continue
+                try:
+                    rules = load_file(self.root, rel, layer, data)
                 except RuleFileError as exc:
-                    self._files[rel] = _File(signature, known.rules if known else [], str(exc))
+                    self._files[rel] = _File(
+                        signature, known.rules if known else [], str(exc), known.data if known else None
+                    )
+                    continue
+                self._files[rel] = _File(signature, rules, None, data)
+                if known is not None and known.data is not None and self.loaded:
+                    edited = hand_edited(known.rules, rules)
+                    pending = self.hand_edits.get(rel)
+                    if pending is not None:  # a second edit before the first was recorded: one revision
+                        edited = {**edited, **pending.revisions}
+                    if edited:
+                        before = pending.before if pending is not None else known.data
+                        self.hand_edits[rel] = HandEdit(rel, layer, before, edited)
             if changed:
                 self._index()
             self.loaded = True
             return changed
+
+    def take_hand_edits(self) -> list[HandEdit]:
+        with self._lock:
+            edits, self.hand_edits = list(self.hand_edits.values()), {}
+            return edits
+
+    def requeue(self, edit: HandEdit) -> None:
+        with self._lock:
+            self.hand_edits.setdefault(edit.path, edit)
 
     def _index(self) -> None:
         everything = [r for f in self._files.values() for r in f.rules]
