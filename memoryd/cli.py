@@ -14,11 +14,13 @@ EXIT_STARTUP = 3
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memoryd", description="The memoryd daemon.")
     parser.add_argument("--version", action="version", version=f"memoryd {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = sub.add_parser("serve", help="run the daemon in the foreground")
     serve.add_argument("--socket", help="socket path (default: MEMORYD_SOCKET, else <run dir>/memoryd.sock)")
     serve.add_argument("--home", help="one directory for config, state and run (default: MEMORYD_HOME or XDG)")
-    serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    serve.add_argument(
+        "--log-level", choices=["debug", "info", "warning", "error"], help="default: the log_level setting (info)"
+    )
     install = sub.add_parser("install-service", help="write the systemd user units or the launchd agent")
     install.add_argument("--print", action="store_true", help="print the files instead of writing them")
     install.add_argument("--home", help="bake this MEMORYD_HOME into the units")
@@ -54,7 +56,12 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    if not (sys.argv[1:] if argv is None else list(argv)):
+        parser.print_help(sys.stderr)
+        sys.stderr.write("\nmemoryd: say what to do; to run the daemon in the foreground: memoryd serve\n")
+        return 2
+    args = parser.parse_args(argv)
     if args.command == "serve":
         return serve(args)
     from memoryd.service import install_service

@@ -122,7 +122,8 @@ def _coerce(f: dataclasses.Field[Any], raw: Any, origin: str) -> Any:
             raise ValueError(text)
         value = kind(raw)
     except (TypeError, ValueError) as exc:
-        raise SettingsError(f"{origin}: {f.name} must be a {kind.__name__}, got {raw!r}") from exc
+        what = {int: "a whole number", float: "a number", bool: "true or false", str: "text"}.get(kind, kind.__name__)
+        raise SettingsError(f"{origin}: {f.name} must be {what}, got {raw!r}") from exc
     if kind in (int, float) and value <= 0:
         raise SettingsError(f"{origin}: {f.name} must be positive, got {raw!r}")
     if f.name == "min_confidence" and value > 1:

@@ -255,6 +255,13 @@ def install_service(
     log_file = Path(dirs.log_file)
     socket = Path(socket_path(None, home))
     runtime = os.environ.get("XDG_RUNTIME_DIR")
+    guessed_runtime = False
+    if platform == "linux" and memoryd_home is None and not runtime and not os.environ.get("MEMORYD_SOCKET"):
+        # A shell without a login session (ssh -T, su, cron) has no XDG_RUNTIME_DIR, but the user's systemd
+        # manager always has one: the units say %t like everywhere else, and the user hears how to match.
+        runtime = f"/run/user/{os.getuid()}"
+        socket = Path(runtime) / "memoryd" / SOCKET_NAME
+        guessed_runtime = True
     config_home = os.environ.get("XDG_CONFIG_HOME")
     try:
         units = render_units(
@@ -271,6 +278,12 @@ def install_service(
         err.write(f"memoryd install-service: {exc}\n")
         return 2
 
+    if guessed_runtime:
+        err.write(
+            f"memoryd install-service: XDG_RUNTIME_DIR is not set in this shell; the socket unit listens on "
+            f"{SYSTEMD_RUNTIME_SOCKET} ({socket}), where memoryctl looks in a login session. In this shell: "
+            f"export XDG_RUNTIME_DIR={runtime}\n"
+        )
     if print_only:
         for unit in units:
             out.write(f"# {unit.path}\n{unit.text}")
@@ -283,11 +296,6 @@ def install_service(
         warnings.append(
             f"the socket path is too long for a Unix socket ({len(os.fsencode(str(socket)))} bytes): {socket}; "
             "choose a shorter MEMORYD_HOME or set MEMORYD_SOCKET"
-        )
-    if platform == "linux" and memoryd_home is None and not runtime:
-        warnings.append(
-            f"XDG_RUNTIME_DIR is not set, so the socket unit listens on {socket}; clients in sessions that have "
-            "XDG_RUNTIME_DIR look in $XDG_RUNTIME_DIR/memoryd/ instead (set MEMORYD_SOCKET or MEMORYD_HOME for them)"
         )
 
     changed = False

@@ -65,7 +65,7 @@ def test_index_validate_status_and_owner_view(daemon: Daemon) -> None:
     status = daemon.memoryctl("status", cwd=a).stdout
     assert "files 1, chunks" in status and "segments 1" in status and "watching yes" in status
     everything = daemon.memoryctl("search", "--all", "KQZOWNER", cwd=a)
-    assert everything.stdout.count("KQZOWNER") == 2 and "[ws_" in everything.stdout
+    assert everything.stdout.count("KQZOWNER") == 2 and f"[{a.name}] memory/" in everything.stdout
     all_status = json.loads(daemon.memoryctl("--json", "status", "--all").stdout)["data"]
     assert len(all_status["workspaces"]) == 2
 

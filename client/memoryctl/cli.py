@@ -13,7 +13,7 @@ import os
 import sys
 
 from memoryctl import __version__
-from memoryctl.rpc import ClientError, RemoteError, connect, environ_timeout, owner_token
+from memoryctl.rpc import ClientError, RemoteError, connect, environ_timeout, owner_token, parse_timeout
 
 TYPE_CHECKING = False  # `import typing` costs ~3 ms of start-up
 if TYPE_CHECKING:
@@ -101,8 +101,12 @@ def _project_root(start: str) -> str:
         current = parent
 
 
+SNIPPET_LINES = 6  # a hit shows at most this many snippet lines; `get` reads the rest
+
+
 def _render_hits(result: dict[str, Any]) -> str:
     hits = result.get("hits", [])
+    names: dict[str, str] = result.get("workspace_names") or {}
     out = []
     if result.get("stale"):
         pending = result.get("pending", [])
@@ -112,11 +116,16 @@ def _render_hits(result: dict[str, Any]) -> str:
     if not hits:
         out.append("no matches")
     for hit in hits:
-        ws = f"[{hit['workspace_id']}] " if result.get("scope") == "all" else ""
+        ws = f"[{names.get(hit['workspace_id'], hit['workspace_id'])}] " if result.get("scope") == "all" else ""
         out.append(f"{ws}{hit['path']}:{hit['start_line']}  {hit.get('heading', '')}".rstrip())
-        for line in str(hit.get("snippet", "")).splitlines():
+        snippet = str(hit.get("snippet", "")).splitlines()
+        for line in snippet[:SNIPPET_LINES]:
             out.append(f"    {line}")
+        if len(snippet) > SNIPPET_LINES:
+            out.append(f"    … ({hit['lines']} lines: memoryctl get {hit['path']} --from {hit['start_line']})")
         out.append("")
+    if result.get("more"):
+        out.append(f"(more matches than the {len(hits)} shown: memoryctl search --limit {2 * len(hits)} …)")
     return "\n".join(out).rstrip()
 
 
@@ -185,29 +194,59 @@ def verb_call(args: argparse.Namespace) -> tuple[str, dict[str, Any], Render]:
         return (
             "remember",
             params,
-            lambda r: (
-                ("would write " if r.get("dry_run") else "remembered ")
-                + f"{r['path']}:{r['start_line']} ({r['lines']} lines, id {r['id']})"
-            ),
+            _render_remember,
         )
     if verb == "search":
-        params = {"query": args.query, "limit": args.limit}
+        if not args.query.strip():
+            raise Usage("search needs words to look for", 'e.g. memoryctl search "flow control"')
+        if not 1 <= args.limit <= 100:
+            raise Usage(f"--limit must be between 1 and 100, got {args.limit}")
+        # one more than asked, so the answer can say that more exist (the extra hit is not shown)
+        params = {"query": args.query, "limit": min(args.limit + 1, 100)}
         if args.snippet_max_chars:
             params["snippet_max_chars"] = args.snippet_max_chars
         return "search", _scoped(args, params), _render_hits
     if verb == "get":
         params = {
             "workspace": workspace_of(args),
-            "path": args.path,
+            "path": _get_path(args.path),
             "from_line": args.from_line,
             "lines": args.lines,
         }
-        return "get", params, lambda r: r["text"]
+        return "get", params, _render_get
     if verb == "index":
         return "index", _scoped(args, {"full": bool(args.full)}), _render_index
     if verb == "validate":
         return "validate", _scoped(args, {}), _render_validate
     raise Usage(f"unknown verb {verb}")
+
+
+def _get_path(path: str) -> str:
+    """A path as the user typed it: relative to the current directory when it names a file there (as a shell
+    would resolve it, e.g. `cd memory; memoryctl get 2026-11-23.md`), else relative to the workspace root (as
+    search prints it)."""
+    if os.path.isabs(path):
+        return path
+    here = os.path.abspath(path)
+    return here if os.path.isfile(here) else path
+
+
+def _render_remember(r: dict[str, Any]) -> str:
+    where = f"{r['path']}:{r['start_line']} ({r['lines']} lines, id {r['id']})"
+    if not r.get("dry_run"):
+        return f"remembered {where}"
+    text = str(r.get("text", "")).rstrip("\n")
+    return f"would write {where}; nothing written:\n" + "\n".join(f"    {line}" for line in text.splitlines())
+
+
+class PastEnd(Exception):
+    """get asked for lines after the file's last one."""
+
+
+def _render_get(r: dict[str, Any]) -> str:
+    if not r["lines"] and r["from_line"] > r["total_lines"]:
+        raise PastEnd(f"{r['path']} has {r['total_lines']} lines; --from {r['from_line']} is past the end")
+    return str(r["text"])
 
 
 def _render_index(result: dict[str, Any]) -> str:
@@ -231,10 +270,7 @@ def _render_status(result: dict[str, Any]) -> str:
             f"  files {ws['files']}, chunks {ws['chunks']}, segments {ws.get('segments', '?')}, dirty {ws['dirty_count']}, "
             f"pending {len(ws['pending'])}, watching {'yes' if ws['watching'] else 'no'}"
         )
-        out.append(
-            f"  last indexed {ws.get('last_indexed') or 'never'}"
-            + (f" (rebuilt: {ws['rebuilt']})" if ws.get("rebuilt") else "")
-        )
+        out.append(f"  last indexed {ws.get('last_indexed') or 'never'}" + _rebuilt(ws.get("rebuilt")))
         rules = ws.get("rules")
         if rules:
             out.append(
@@ -247,6 +283,23 @@ def _render_status(result: dict[str, Any]) -> str:
         if ws.get("recommended"):
             out.append(f"  recommended: {ws['recommended']}")
     return "\n".join(out)
+
+
+REBUILT = {
+    "missing": "",  # a new workspace, or an index file deleted while the daemon was stopped: nothing to say
+    "corrupt": " (index rebuilt: the old one was corrupt)",
+    "version_changed": " (index rebuilt for this version of memoryd)",
+    "requested": " (index rebuilt on request)",
+}
+
+
+def _rebuilt(reason: str | None) -> str:
+    return "" if not reason else REBUILT.get(reason, f" (index rebuilt: {reason})")
+
+
+def _validate_failed(result: dict[str, Any]) -> bool:
+    """validate found a problem of severity error (warnings alone exit 0)."""
+    return any(p.get("severity") == "error" for r in result.get("reports", []) for p in r.get("problems", []))
 
 
 def _render_validate(result: dict[str, Any]) -> str:
@@ -264,12 +317,35 @@ def _common(top: bool) -> argparse.ArgumentParser:
     SUPPRESS, so a subparser never overwrites what was given before the verb."""
     common = argparse.ArgumentParser(add_help=False)
     extra: dict[str, Any] = {} if top else {"default": argparse.SUPPRESS}
-    common.add_argument("--json", action="store_true", help='machine output: {"ok": true, "data": …}', **extra)
-    common.add_argument("--socket", help="daemon socket (default: MEMORYD_SOCKET or the standard location)", **extra)
-    common.add_argument("--timeout", type=float, help="seconds to wait for an answer (default 30)", **extra)
-    common.add_argument("--autostart", action="store_true", help="start memoryd in the background if needed", **extra)
-    common.add_argument("--workspace", "-w", help="workspace id or path (default: the one containing cwd)", **extra)
+
+    def say(text: str) -> str:  # shown once, in `memoryctl --help`; each verb's help points there
+        return text if top else argparse.SUPPRESS
+
+    common.add_argument("--json", action="store_true", help=say('machine output: {"ok": true, "data": …}'), **extra)
+    common.add_argument(
+        "--socket", help=say("daemon socket (default: MEMORYD_SOCKET or the standard location)"), **extra
+    )
+    common.add_argument(
+        "--timeout",
+        type=_timeout_arg,
+        metavar="SECONDS",
+        help=say("seconds to wait for an answer (default: MEMORYCTL_TIMEOUT, else 30)"),
+        **extra,
+    )
+    common.add_argument(
+        "--autostart", action="store_true", help=say("start memoryd in the background if needed"), **extra
+    )
+    common.add_argument(
+        "--workspace", "-w", help=say("workspace id or path (default: the one containing cwd)"), **extra
+    )
     return common
+
+
+def _timeout_arg(text: str) -> float:
+    try:
+        return parse_timeout(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 VERBS = {
@@ -314,29 +390,42 @@ def _configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentP
     elif verb == "workspace":
         ws_sub = p.add_subparsers(dest="ws_verb", required=True, metavar="ACTION")
         add = ws_sub.add_parser("add", parents=[common], help="register a project directory")
-        add.add_argument("path")
-        add.add_argument("--name")
+        add.add_argument("path", help="the project directory")
+        add.add_argument("--name", help="a name for the workspace (default: the directory's name)")
         ws_sub.add_parser("list", parents=[common], help="list workspaces (owner)")
         remove = ws_sub.add_parser("remove", parents=[common], help="unregister (files are kept; owner)")
-        remove.add_argument("ref", metavar="PATH|ID")
+        remove.add_argument("ref", metavar="PATH|ID", help="the project directory or its workspace id (ws_…)")
     elif verb == "init":
-        p.add_argument("path", nargs="?")
-        p.add_argument("--name")
+        p.add_argument(
+            "path", nargs="?", help="the project directory (default: the nearest parent with .git, memory/ or spec/)"
+        )
+        p.add_argument("--name", help="a name for the workspace (default: the directory's name)")
     elif verb == "remember":
         p.add_argument("text", help="the text, or - to read standard input")
-        p.add_argument("--type", default="note", choices=["decision", "event", "summary", "note"])
-        p.add_argument("--reason")
-        p.add_argument("--followup")
-        p.add_argument("--dry-run", action="store_true", help="show the planned write; write nothing")
+        p.add_argument(
+            "--type",
+            default="note",
+            choices=["decision", "event", "summary", "note"],
+            help="the kind of entry, shown in its heading (default: note)",
+        )
+        p.add_argument("--reason", help="why: written as a '- Reason:' line under the text")
+        p.add_argument("--followup", help="what to do next: written as a '- Follow-up:' line")
+        p.add_argument("--dry-run", action="store_true", help="show where and what would be written; write nothing")
     elif verb == "search":
-        p.add_argument("query")
-        p.add_argument("--limit", "-n", type=int, default=8)
-        p.add_argument("--snippet-max-chars", type=int)
+        p.add_argument("query", help="words to look for (any language; exact identifiers rank first)")
+        p.add_argument("--limit", "-n", type=int, default=8, help="at most this many hits, 1-100 (default: 8)")
+        p.add_argument(
+            "--snippet-max-chars", type=int, metavar="N", help="snippet length, 20-4000 (default: the setting, 700)"
+        )
         p.add_argument("--all", action="store_true", help="every workspace, read-only (owner)")
     elif verb == "get":
-        p.add_argument("path", help="e.g. memory/2026-01-01.md (as search prints it)")
-        p.add_argument("--from", dest="from_line", type=int, default=1)
-        p.add_argument("--lines", type=int, default=40)
+        p.add_argument(
+            "path",
+            help="memory/2026-01-01.md as search prints it (relative to the workspace root), or a path from the "
+            "current directory",
+        )
+        p.add_argument("--from", dest="from_line", type=int, default=1, metavar="LINE", help="first line (default: 1)")
+        p.add_argument("--lines", type=int, default=40, metavar="N", help="how many lines, at most 200 (default: 40)")
     elif verb in RULE_VERBS:  # only these verbs pay for importing rules_cli
         from memoryctl import rules_cli
 
@@ -354,8 +443,25 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     for verb, help_text in VERBS.items():
         if only is None or verb == only:
-            _configure(verb, sub.add_parser(verb, parents=[common], help=help_text), common)
+            p = sub.add_parser(verb, parents=[common], help=help_text, description=help_text, epilog=GLOBAL_EPILOG)
+            _configure(verb, p, common)
     return parser
+
+
+GLOBAL_EPILOG = "Global options (--json, --socket, --timeout, --autostart, --workspace): see memoryctl --help."
+
+
+def _unknown_verb(argv: Sequence[str]) -> str | None:
+    """The first word of the command line when it is no verb, e.g. a typo (`serch`)."""
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in _VALUE_OPTIONS:
+            skip = True
+        elif not arg.startswith("-"):
+            return None if arg in VERBS else arg
+    return None
 
 
 def _emit_error(
@@ -424,6 +530,18 @@ def _with_progress(conn: Connection, params: dict[str, Any], path: str, timeout:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else list(argv)
+    unknown = _unknown_verb(args_list)
+    if unknown is not None:
+        import difflib
+
+        close = difflib.get_close_matches(unknown, list(VERBS), n=1, cutoff=0.6)
+        _emit_error(
+            None,
+            "USAGE",
+            f"unknown command {unknown!r}" + (f"; did you mean {close[0]!r}?" if close else ""),
+            "memoryctl --help lists the commands.",
+        )
+        return EXIT_USAGE
     parser = build_parser(_verb_in(args_list))
     try:
         args = parser.parse_args(args_list)
@@ -432,8 +550,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from memoryctl.paths import socket_path
 
     path = str(socket_path(args.socket))
-    timeout = args.timeout if args.timeout else environ_timeout(30.0)
     try:
+        timeout = args.timeout if args.timeout else environ_timeout(30.0)
         method, params, render = verb_call(args)
         conn: Connection = connect(path, timeout, args.autostart)
         with conn:
@@ -448,10 +566,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 params.pop("workspace", None)  # not inside a workspace: the daemon's status alone
                 result = conn.call(method, params)
                 result["recommended"] = "memoryctl init  (this directory is not in a registered workspace)"
+            if method == "search":
+                limit = args.limit
+                result["more"] = len(result["hits"]) > limit
+                result["hits"] = result["hits"][:limit]
+                if args.all and not args.json:
+                    result["workspace_names"] = _workspace_names(conn)
         if getattr(args, "out", None):  # compile prepare --out
             from memoryctl.rules_cli import save_request
 
             save_request(args.out, result)
+        if args.json:
+            _write(json.dumps({"ok": True, "data": result}, ensure_ascii=False))
+        else:
+            _write(render(result))
     except Usage as exc:
         _emit_error(args, "USAGE", str(exc), exc.hint)
         return EXIT_USAGE
@@ -461,13 +589,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RemoteError as exc:
         _emit_error(args, exc.name, exc.message, exc.hint, exc.data)
         return EXIT_CODES.get(exc.name, EXIT_APP)
+    except PastEnd as exc:
+        _emit_error(args, "PAST_END", str(exc), "Start lower: --from 1 reads from the top.")
+        return EXIT_APP
     except KeyboardInterrupt:
         return 130
-    if args.json:
-        _write(json.dumps({"ok": True, "data": result}, ensure_ascii=False))
-    else:
-        _write(render(result))
+    if method == "validate" and _validate_failed(result):
+        return EXIT_APP
     return EXIT_OK
+
+
+def _workspace_names(conn: Connection) -> dict[str, str]:
+    """workspace id → name, for labelling `search --all` hits; ids alone when the registry cannot be listed."""
+    try:
+        listed = conn.call("workspace.list", {"owner_token": owner_token()})
+    except RemoteError:
+        return {}
+    return {w["workspace_id"]: w["name"] for w in listed.get("workspaces", [])}
 
 
 def entry() -> None:

@@ -204,8 +204,25 @@ def owner_token() -> str | None:
         return None
 
 
-def environ_timeout(default: float) -> float:
+def parse_timeout(text: str) -> float:
+    """A timeout in seconds: a finite number above zero, else ValueError with a message for a person."""
     try:
-        return float(os.environ.get("MEMORYCTL_TIMEOUT", default))
+        value = float(text)
     except ValueError:
+        raise ValueError(f"not a number of seconds: {text!r}") from None
+    if not (0 < value < 1e9):  # also refuses nan and inf
+        raise ValueError(f"must be a number of seconds above 0, got {text!r}")
+    return value
+
+
+def environ_timeout(default: float) -> float:
+    """MEMORYCTL_TIMEOUT, else ``default``; a bad value is a ClientError (exit 2), never silently ignored."""
+    raw = os.environ.get("MEMORYCTL_TIMEOUT")
+    if raw is None or not raw.strip():
         return default
+    try:
+        return parse_timeout(raw.strip())
+    except ValueError as exc:
+        raise ClientError(
+            "USAGE", f"MEMORYCTL_TIMEOUT {exc}", "Set it to seconds above 0, e.g. MEMORYCTL_TIMEOUT=30, or unset it.", 2
+        ) from None

@@ -57,12 +57,12 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
         search = sub.add_parser("search", parents=[common], help="list rules by model, firmware, layer and words")
         search.add_argument("query", nargs="?", help="words in the rule id, summary or fact keys")
         _model_options(search)
-        search.add_argument("--layer", choices=layers)
+        search.add_argument("--layer", choices=layers, help="only rules of this layer")
         search.add_argument("--limit", "-n", type=int, metavar="N", help="at most N rules (default 50)")
         show = sub.add_parser("show", parents=[common], help="one rule with its provenance and history")
         diff = sub.add_parser("diff", parents=[common], help="unified diff between two revisions of a rule")
         for one in (show, diff):
-            one.add_argument("rule_id", metavar="RULE_ID")
+            one.add_argument("rule_id", metavar="RULE_ID", help="as rules search or timeline prints it")
             one.add_argument("--layer", choices=layers, help="when the id exists in more than one layer")
         diff.add_argument("--from", dest="from_rev", type=int, required=True, metavar="REV", help="the older revision")
         diff.add_argument("--to", dest="to_rev", type=int, metavar="REV", help="default: the current revision")
@@ -80,7 +80,7 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
             ("reject", "remove it (kept in backups/)"),
         ):
             move = sub.add_parser(action, parents=[common], help=help_text)
-            move.add_argument("rule_id", metavar="RULE_ID")
+            move.add_argument("rule_id", metavar="RULE_ID", help="as candidates list prints it")
             move.add_argument("--model-id", help="when two models share the id")
             move.add_argument("--reason", help="recorded in history")
             move.add_argument("--dry-run", action="store_true", help="show the planned writes only")
@@ -305,5 +305,6 @@ def _render_move(result: dict[str, Any], action: str) -> str:
     if result.get("dry_run"):
         head = f"would {action} {result['rule_id']} (dry run: nothing written)"
     else:
-        head = f"{action}d {result['rule_id']} (run {result['run_id']})"
+        done = {"promote": "promoted", "reject": "rejected"}.get(action, action)
+        head = f"{done} {result['rule_id']} (run {result['run_id']})"
     return "\n".join([head, *_render_writes(result["writes"])])

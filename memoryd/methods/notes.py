@@ -195,7 +195,8 @@ def register(d: Dispatcher) -> None:
 
     @d.register("get", GetParams, GetResult)
     async def get(ctx: Context, p: GetParams) -> GetResult:
-        """Read up to 200 lines of a memory file (path confined to the workspace's memory/ tree)."""
+        """Read up to 200 lines of a memory file: Markdown under memory/, or rule YAML under spec/memory/profiles/,
+        spec/memory/candidates/ and data/memory/overrides/ (the files search finds)."""
         app: App = ctx.app
         ws = await app.workspace(p.workspace)
         lines = min(p.lines, app.settings.get_max_lines)

@@ -31,6 +31,10 @@ from memoryd.tasks import task
 from memoryd.watch import WorkspaceWatcher
 from memoryd.workspaces import Workspace
 
+GET_HINT = (
+    "Name a memory file relative to the workspace root, as search prints it: memory/*.md, or rule YAML under "
+    "spec/memory/profiles/, spec/memory/candidates/ or data/memory/overrides/."
+)
 log = structlog.get_logger("memoryd.notes")
 
 KNOWN_FILES = {"MEMORY.md", "INSIGHTS.md", "HISTORY.md"}
@@ -361,19 +365,28 @@ class NotesService:
         return await anyio.to_thread.run_sync(lambda: self._read(ws, path, from_line, lines))
 
     def _read(self, ws: Workspace, path: str, from_line: int, lines: int) -> dict[str, Any]:
-        target = confine(ws.path, path, suffixes=SUFFIXES)
-        if file_kind(target.relative_to(ws.path).as_posix()) is None:  # what the index covers, nothing else
+        try:
+            target = confine(ws.path, path, suffixes=SUFFIXES)
+        except AppError as exc:
+            raise AppError(exc.name, exc.message, hint=GET_HINT) from None
+        rel = target.relative_to(ws.path).as_posix()
+        if file_kind(rel) is None:  # what the index covers, nothing else
             raise AppError(
                 "MEMORY_PATH_TRAVERSAL",
-                "Only memory files can be read: Markdown under memory/, rule YAML under spec/memory/profiles/, "
-                "spec/memory/candidates/ and data/memory/overrides/",
+                f"{rel} is not a memory file: only Markdown under memory/ and rule YAML under spec/memory/profiles/, "
+                "spec/memory/candidates/ and data/memory/overrides/ can be read",
+                hint=GET_HINT,
             )
-        rel = target.relative_to(ws.path).as_posix()
         limit = self.settings.index_max_file_bytes
         try:
             data = read_regular(target, limit)  # never a FIFO (it would block this thread) nor a device
         except (FileNotFoundError, NotADirectoryError) as exc:
-            raise AppError("MEMORY_FILE_NOT_FOUND") from exc
+            raise AppError(
+                "MEMORY_FILE_NOT_FOUND",
+                f"Memory file not found: {rel}",
+                hint="Use a path search printed, relative to the workspace root (e.g. memory/2026-01-01.md); "
+                "`ls memory/` lists the daily files.",
+            ) from exc
         except FileTooLarge as exc:
             raise AppError(
                 "MEMORY_FILE_REFUSED",

@@ -20,7 +20,7 @@ from memoryd.errors import AppError
 from memoryd.fsio import FileTooLarge, NotRegularFile, atomic_write, confine, read_regular
 from memoryd.notes.daily import strip_private
 from memoryd.rules import compile as comp
-from memoryd.rules import journal
+from memoryd.rules import handedit, journal
 from memoryd.rules.fwrange import parse_range
 from memoryd.rules.models import (
     RECOMMENDED_PREFIXES,
@@ -52,6 +52,7 @@ RESPONSE_MAX_BYTES = 64 * 1024 * 1024  # a compile response read from a file (`c
 def prepare(settings: Settings, wr: WorkspaceRules, p: m.PrepareParams) -> dict[str, Any]:
     wr.evidence.refresh()
     wr.rules.reload()
+    handedit.record(wr)  # a hand edit not recorded yet is a revision before this change
     root = wr.root
     state = comp.load_state(journal.read_bytes(root, comp.STATE_FILE))
     filters = {"run_id": p.run_id, "model_id": p.model_id, "since": p.since}
@@ -190,6 +191,7 @@ def apply(settings: Settings, wr: WorkspaceRules, p: m.ApplyParams) -> dict[str,
     raw = _load_response(wr, p)
     wr.evidence.refresh()
     wr.rules.reload()
+    handedit.record(wr)  # a hand edit not recorded yet is a revision before this change
     root = wr.root
     state = comp.load_state(journal.read_bytes(root, comp.STATE_FILE))
     request_id = raw.get("request_id") if isinstance(raw, dict) else None
@@ -349,6 +351,7 @@ def _refuse_broken(wr: WorkspaceRules, path: str) -> None:
 
 def move(wr: WorkspaceRules, p: m.CandidateRef, action: Literal["promote", "reject"]) -> dict[str, Any]:
     wr.rules.reload()
+    handedit.record(wr)  # a hand edit not recorded yet is a revision before this change
     found = wr.rules.find(p.rule_id, "candidate", p.model_id)
     if not found:
         raise AppError("MEMORY_RULE_NOT_FOUND", f"No candidate {p.rule_id}")

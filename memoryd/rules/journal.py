@@ -90,14 +90,23 @@ def plan(root: Path, writes: list[FileWrite]) -> list[tuple[FileWrite, bytes | N
     return out
 
 
-def commit(root: Path, run_id: str, entry: dict[str, Any], writes: list[FileWrite]) -> dict[str, Any] | None:
-    """Apply ``writes`` as one change; returns the history entry (None when nothing changed).
+def commit(
+    root: Path,
+    run_id: str,
+    entry: dict[str, Any],
+    writes: list[FileWrite],
+    pre_images: dict[str, bytes] | None = None,
+) -> dict[str, Any] | None:
+    """Apply ``writes`` as one change; returns the history entry (None when nothing changed). ``pre_images``:
+    the content to back up for a path instead of what is on disk (a hand edit: the content before it).
 
     A change an earlier failure left half done (a full disk after the commit point) is finished first; a failure
     before this change's commit point removes its backups, so nothing of it remains."""
     if any((root / JOURNAL_DIR).glob("*.json")):
         recover(root)
     planned = plan(root, writes)
+    if pre_images:
+        planned = [(w, pre_images.get(w.path, before)) for w, before in planned]
     if not any(w.record for w, _ in planned):  # only bookkeeping changes: no history, no journal needed
         for write, _ in planned:
             atomic_write(root / write.path, write.content or b"")

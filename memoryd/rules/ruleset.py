@@ -136,12 +136,23 @@ def _parse_rule(raw: Any, where: str, **extra: Any) -> Rule:
     return rule
 
 
-def read_yaml(root: Path, rel: str, max_bytes: int = MAX_FILE_BYTES) -> Any:
-    """The YAML of a rule file the daemon did not necessarily write: a regular file within ``max_bytes``, checked
-    by :mod:`memoryd.yamlsafe` (no aliases, bounded nesting, values the wire can carry). RuleFileError says what
-    is wrong, naming the file."""
+def read_rule_bytes(root: Path, rel: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a rule file: a regular file within ``max_bytes`` (a FIFO would hang the reader, a device flood
+    it); RuleFileError otherwise, naming the file."""
     try:
-        data = read_regular(root / rel, max_bytes)
+        return read_regular(root / rel, max_bytes)
+    except FileTooLarge as exc:
+        raise RuleFileError(f"{rel}: {exc.size} bytes; rule files may have at most {exc.limit}") from exc
+    except NotRegularFile as exc:
+        raise RuleFileError(f"{rel}: not a regular file (or a symlink loop); not read") from exc
+    except OSError as exc:
+        raise RuleFileError(f"{rel}: unreadable ({type(exc).__name__})") from exc
+
+
+def parse_yaml(rel: str, data: bytes) -> Any:
+    """The YAML of a rule file the daemon did not necessarily write, checked by :mod:`memoryd.yamlsafe` (no
+    aliases, bounded nesting, values the wire can carry). RuleFileError says what is wrong, naming the file."""
+    try:
         return yamlsafe.load(data.decode("utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -149,17 +160,20 @@ def read_yaml(root: Path, rel: str, max_bytes: int = MAX_FILE_BYTES) -> Any:
         raise RuleFileError(f"{rel}:{at} not valid YAML") from exc
     except yamlsafe.YamlRefused as exc:
         raise RuleFileError(f"{rel}: {exc}") from exc
-    except FileTooLarge as exc:
-        raise RuleFileError(f"{rel}: {exc.size} bytes; rule files may have at most {exc.limit}") from exc
-    except NotRegularFile as exc:
-        raise RuleFileError(f"{rel}: not a regular file (or a symlink loop); not read") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RuleFileError(f"{rel}: unreadable ({type(exc).__name__})") from exc
+    except UnicodeDecodeError as exc:
+        raise RuleFileError(f"{rel}: not UTF-8") from exc
 
 
-def load_file(root: Path, rel: str, layer: Layer, max_bytes: int = MAX_FILE_BYTES) -> list[LoadedRule]:
-    """The rules in one file; RuleFileError says what is wrong."""
-    raw = read_yaml(root, rel, max_bytes)
+def read_yaml(root: Path, rel: str, max_bytes: int = MAX_FILE_BYTES) -> Any:
+    """:func:`parse_yaml` of :func:`read_rule_bytes`."""
+    return parse_yaml(rel, read_rule_bytes(root, rel, max_bytes))
+
+
+def load_file(
+    root: Path, rel: str, layer: Layer, data: bytes | None = None, max_bytes: int = MAX_FILE_BYTES
+) -> list[LoadedRule]:
+    """The rules in one file (or in ``data``, its content); RuleFileError says what is wrong."""
+    raw = parse_yaml(rel, read_rule_bytes(root, rel, max_bytes) if data is None else data)
     parts = rel.split("/")
     if layer == "override":
         instance = parts[-1].rsplit(".", 1)[0]
@@ -202,6 +216,37 @@ class _File:
     signature: tuple[int, int, int]
     rules: list[LoadedRule]  # the last good rules of this file
     error: str | None = None
+    data: bytes | None = None  # the content those rules were read from
+
+
+@dataclass(frozen=True, slots=True)
+class HandEdit:
+    """A rule file changed by someone other than the daemon (an editor, git) with a rule's content changed but
+    its revision not raised: recorded as a new revision by rules.handedit, with ``before`` as the pre-image."""
+
+    path: str
+    layer: Layer
+    before: bytes
+    revisions: dict[str, int]  # rule_id → the revision the edit started from
+
+
+# Fields a change of which is no new revision (the daemon's own bookkeeping).
+_BOOKKEEPING = frozenset({"revision", "created_at", "updated_at"})
+
+
+def _content(rule: Rule) -> dict[str, Any]:
+    return {k: v for k, v in rule_dict(rule).items() if k not in _BOOKKEEPING}
+
+
+def hand_edited(old: list[LoadedRule], new: list[LoadedRule]) -> dict[str, int]:
+    """rule_id → old revision, for each rule whose content changed while its revision did not go up."""
+    before = {r.rule_id: r.rule for r in old}
+    out = {}
+    for loaded in new:
+        prior = before.get(loaded.rule_id)
+        if prior is not None and loaded.rule.revision <= prior.revision and _content(prior) != _content(loaded.rule):
+            out[loaded.rule_id] = prior.revision
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +271,7 @@ class RuleSet:
     _errors: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     loaded: bool = False
+    hand_edits: dict[str, HandEdit] = field(default_factory=dict)  # path → edit not recorded yet
 
     def reload(self, paths: Iterable[str] | None = None) -> bool:
         """Re-read changed files — all, or just ``paths`` (relative; as the watcher reports them). True when
@@ -241,6 +287,7 @@ class RuleSet:
             changed = not self.loaded or bool(gone)
             for rel in gone:
                 del self._files[rel]
+                self.hand_edits.pop(rel, None)
             for rel, (layer, info) in seen.items():
                 signature = (info.st_ino, info.st_mtime_ns, info.st_size)
                 known = self._files.get(rel)
@@ -248,13 +295,35 @@ class RuleSet:
                     continue
                 changed = True
                 try:
-                    self._files[rel] = _File(signature, load_file(self.root, rel, layer, self.max_file_bytes))
+                    data = read_rule_bytes(self.root, rel, self.max_file_bytes)
+                    rules = load_file(self.root, rel, layer, data)
                 except RuleFileError as exc:
-                    self._files[rel] = _File(signature, known.rules if known else [], str(exc))
+                    self._files[rel] = _File(
+                        signature, known.rules if known else [], str(exc), known.data if known else None
+                    )
+                    continue
+                self._files[rel] = _File(signature, rules, None, data)
+                if known is not None and known.data is not None and self.loaded:
+                    edited = hand_edited(known.rules, rules)
+                    pending = self.hand_edits.get(rel)
+                    if pending is not None:  # a second edit before the first was recorded: one revision
+                        edited = {**edited, **pending.revisions}
+                    if edited:
+                        before = pending.before if pending is not None else known.data
+                        self.hand_edits[rel] = HandEdit(rel, layer, before, edited)
             if changed:
                 self._index()
             self.loaded = True
             return changed
+
+    def take_hand_edits(self) -> list[HandEdit]:
+        with self._lock:
+            edits, self.hand_edits = list(self.hand_edits.values()), {}
+            return edits
+
+    def requeue(self, edit: HandEdit) -> None:
+        with self._lock:
+            self.hand_edits.setdefault(edit.path, edit)
 
     def _index(self) -> None:
         everything = [r for f in self._files.values() for r in f.rules]

@@ -24,7 +24,7 @@ from memoryd.config import Settings
 from memoryd.errors import AppError
 from memoryd.fsio import append_line, confine
 from memoryd.notes.daily import strip_private
-from memoryd.rules import changes, journal, review
+from memoryd.rules import changes, handedit, journal, review
 from memoryd.rules import compile as comp
 from memoryd.rules.evidence import EvidenceStore, file_of
 from memoryd.rules.fwrange import FwRangeError
@@ -136,6 +136,9 @@ class RulesService:
         changed = await anyio.to_thread.run_sync(wr.rules.reload, paths)
         if changed:
             log.info("rules_reloaded", workspace_id=ws.id, files=len(paths or ()), generation=wr.rules.generation)
+        if wr.rules.hand_edits:
+            written: list[str] = await self._locked(ws, handedit.record)
+            await self._reindex(ws, written)
 
     async def _locked(self, ws: Workspace, work: Any) -> Any:
         wr = await self._ready(ws)
