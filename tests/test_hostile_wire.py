@@ -164,16 +164,7 @@ def test_memoryctl_retries_while_the_listen_backlog_is_full(monkeypatch: pytest.
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen(0)
-    fillers = []
-    while True:  # fill the backlog until the kernel says EAGAIN
-        filler = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        filler.setblocking(False)
-        try:
-            filler.connect(path)
-        except BlockingIOError:
-            filler.close()
-            break
-        fillers.append(filler)
+    fillers = fill_backlog(path)
     real_sleep = time.sleep
     waits: list[float] = []
 
@@ -200,23 +191,28 @@ def test_memoryctl_retries_while_the_listen_backlog_is_full(monkeypatch: pytest.
         directory.rmdir()
 
 
+def fill_backlog(path: str) -> list[socket.socket]:
+    """Connect without being accepted until the kernel says EAGAIN: the listen backlog is full."""
+    fillers = []
+    while True:
+        filler = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        filler.setblocking(False)
+        try:
+            filler.connect(path)
+        except BlockingIOError:
+            filler.close()
+            return fillers
+        fillers.append(filler)
+
+
 def test_memoryctl_gives_up_on_a_full_backlog_within_its_timeout() -> None:
     directory = short_tmp("bl")
     path = str(directory / "s.sock")
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen(0)
-    fillers = []
+    fillers = fill_backlog(path)
     try:
-        while True:
-            filler = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            filler.setblocking(False)
-            try:
-                filler.connect(path)
-            except BlockingIOError:
-                filler.close()
-                break
-            fillers.append(filler)
         with pytest.raises(ClientError) as exc:
             Connection(path, 0.3)
         assert exc.value.name == "DAEMON_UNAVAILABLE" and "backlog" in exc.value.message

@@ -275,11 +275,8 @@ class NoteIndex:
         with self._write_lock:
             if self._writer is None:
                 raise IndexUnavailable("index is not open")
-            try:
+            with self._damage_raises():
                 report = self._sync_into(self._writer, None if paths is None else set(paths), progress)
-            except DAMAGE_ERRORS as exc:
-                self.damaged = "corrupt"
-                raise IndexCorrupted("corrupt", type(exc).__name__) from exc
             self._chunk_count += report.chunk_delta  # count(*) costs milliseconds at 100k chunks
         if report.files_indexed or report.files_removed:
             self.last_write = time.monotonic()
@@ -398,62 +395,53 @@ class NoteIndex:
         Returns False, changing nothing, when the index's row for ``rel`` does not hold ``before`` (the index was
         behind, or the file changed): the caller then syncs the whole file.
         """
-        with self._write_lock:
+        with self._write_lock, self._damage_raises():
             conn = self._writer
             if conn is None:
                 return False
-            try:
-                done = self._index_section(conn, rel, section, first_line, before, after)
-            except DAMAGE_ERRORS as exc:
-                self.damaged = "corrupt"
-                raise IndexCorrupted("corrupt", type(exc).__name__) from exc
-        if done:
-            self.last_write = time.monotonic()
-            self.last_indexed = time.time()
-        return done
-
-    def _index_section(
-        self,
-        conn: apsw.Connection,
-        rel: str,
-        section: str,
-        first_line: int,
-        before: tuple[int, int, str],
-        after: tuple[int, int, str],
-    ) -> bool:
-        """The body of :meth:`index_section`, with the write lock held."""
-        row = conn.execute("SELECT doc_id, mtime_ns, size, sha256 FROM documents WHERE path = ?", (rel,)).fetchone()
-        if row is None or (int(row[1]), int(row[2]), str(row[3])) != before:
-            return False
-        doc_id = int(row[0])
-        offset = first_line - 1
-        rows = [
-            [doc_id, start + offset, end + offset, *rest]
-            for start, end, *rest in prepare_text(rel, section, self.chunk_max_lines)
-        ]
-        with conn:
-            # The file's chunks were inserted in file order (a sync, or earlier sections), so the last block's
-            # are the document's highest chunk ids: read backwards along chunks_doc, not through every chunk.
-            old_ids: list[int] = []
-            for chunk_id, start_line in conn.execute(
-                "SELECT chunk_id, start_line FROM chunks WHERE doc_id = ? ORDER BY chunk_id DESC", (doc_id,)
-            ):
-                if int(start_line) < first_line:
-                    break
-                old_ids.append(int(chunk_id))
-            old = orjson.dumps(old_ids)
-            chosen = "IN (SELECT value FROM json_each(?))"
-            conn.execute(f"DELETE FROM chunks_fts WHERE rowid {chosen}", (old,))
-            conn.execute(f"DELETE FROM chunks WHERE chunk_id {chosen}", (old,))
-            removed = conn.changes()
-            (last_chunk,) = conn.execute("SELECT coalesce(max(chunk_id), 0) FROM chunks").fetchone() or (0,)
-            _insert_chunks(conn, [(len(rows), orjson.dumps(rows))], int(last_chunk))
-            conn.execute(
-                "UPDATE documents SET mtime_ns=?, size=?, sha256=?, indexed_at=? WHERE doc_id=?",
-                (after[0], after[1], after[2], time.time(), doc_id),
-            )
-        self._chunk_count += len(rows) - removed
+            row = conn.execute("SELECT doc_id, mtime_ns, size, sha256 FROM documents WHERE path = ?", (rel,)).fetchone()
+            if row is None or (int(row[1]), int(row[2]), str(row[3])) != before:
+                return False
+            doc_id = int(row[0])
+            offset = first_line - 1
+            rows = [
+                [doc_id, start + offset, end + offset, *rest]
+                for start, end, *rest in prepare_text(rel, section, self.chunk_max_lines)
+            ]
+            with conn:
+                # The file's chunks were inserted in file order (a sync, or earlier sections), so the last block's
+                # are the document's highest chunk ids: read backwards along chunks_doc, not through every chunk.
+                old_ids: list[int] = []
+                for chunk_id, start_line in conn.execute(
+                    "SELECT chunk_id, start_line FROM chunks WHERE doc_id = ? ORDER BY chunk_id DESC", (doc_id,)
+                ):
+                    if int(start_line) < first_line:
+                        break
+                    old_ids.append(int(chunk_id))
+                old = orjson.dumps(old_ids)
+                chosen = "IN (SELECT value FROM json_each(?))"
+                conn.execute(f"DELETE FROM chunks_fts WHERE rowid {chosen}", (old,))
+                conn.execute(f"DELETE FROM chunks WHERE chunk_id {chosen}", (old,))
+                removed = conn.changes()
+                (last_chunk,) = conn.execute("SELECT coalesce(max(chunk_id), 0) FROM chunks").fetchone() or (0,)
+                _insert_chunks(conn, [(len(rows), orjson.dumps(rows))], int(last_chunk))
+                conn.execute(
+                    "UPDATE documents SET mtime_ns=?, size=?, sha256=?, indexed_at=? WHERE doc_id=?",
+                    (after[0], after[1], after[2], time.time(), doc_id),
+                )
+            self._chunk_count += len(rows) - removed
+        self.last_write = time.monotonic()
+        self.last_indexed = time.time()
         return True
+
+    @contextlib.contextmanager
+    def _damage_raises(self) -> Iterator[None]:
+        """A write that finds the file damaged marks it so (the indexer heals it) and raises IndexCorrupted."""
+        try:
+            yield
+        except DAMAGE_ERRORS as exc:
+            self.damaged = "corrupt"
+            raise IndexCorrupted("corrupt", type(exc).__name__) from exc
 
     def _note_refused(self, refused: dict[str, str], only: set[str] | None) -> None:
         """Replace :attr:`refused` with what this sync found (for ``only``, just those paths), logging each new one
