@@ -67,6 +67,9 @@ def _record_one(wr: WorkspaceRules, edit: HandEdit) -> bool:
         "layer": edit.layer,
         "rules": [{"rule_id": rid, "rev_before": edit.revisions[rid], "rev_after": rev} for rid, rev in bumped.items()],
     }
+    if journal.read_bytes(wr.root, edit.path) != current:  # edited again meanwhile: never overwrite a person's save
+        wr.rules.requeue(edit)
+        return False
     run_id = ids.new_id("edit")
     write = journal.FileWrite(edit.path, content, meta)
     journal.commit(wr.root, run_id, {"op": "hand_edit", "ts": now}, [write], pre_images={edit.path: edit.before})
