@@ -369,8 +369,9 @@ RULE_VERBS = ("observe", "compile", "resolve", "rules", "timeline", "candidates"
 _VALUE_OPTIONS = {"--socket", "--timeout", "--workspace", "-w"}
 
 
-def _verb_in(argv: Sequence[str]) -> str | None:
-    """The verb the command line names, found without building any parser."""
+def _first_word(argv: Sequence[str]) -> str | None:
+    """The first word of the command line that is not an option or an option's value, found without building any
+    parser: the verb, or a typo of one (`serch`)."""
     skip = False
     for arg in argv:
         if skip:
@@ -378,8 +379,14 @@ def _verb_in(argv: Sequence[str]) -> str | None:
         elif arg in _VALUE_OPTIONS:
             skip = True
         elif not arg.startswith("-"):
-            return arg if arg in VERBS else None
+            return arg
     return None
+
+
+def _verb_in(argv: Sequence[str]) -> str | None:
+    """The verb the command line names."""
+    word = _first_word(argv)
+    return word if word in VERBS else None
 
 
 def _configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
@@ -453,15 +460,8 @@ GLOBAL_EPILOG = "Global options (--json, --socket, --timeout, --autostart, --wor
 
 def _unknown_verb(argv: Sequence[str]) -> str | None:
     """The first word of the command line when it is no verb, e.g. a typo (`serch`)."""
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg in _VALUE_OPTIONS:
-            skip = True
-        elif not arg.startswith("-"):
-            return None if arg in VERBS else arg
-    return None
+    word = _first_word(argv)
+    return None if word in VERBS else word
 
 
 def _emit_error(
