@@ -44,7 +44,7 @@ def serve(args: argparse.Namespace) -> int:
     try:
         app = App(settings)
         server = Server(settings, app)
-        return anyio.run(server.run)
+        return anyio.run(server.run, backend_options=_loop_options())
     except StartupError as exc:
         sys.stderr.write(f"memoryd: {exc}\n")
         return EXIT_STARTUP
@@ -53,6 +53,16 @@ def serve(args: argparse.Namespace) -> int:
         return EXIT_STARTUP
     except KeyboardInterrupt:
         return 130
+
+
+def _loop_options() -> dict[str, bool]:
+    """uvloop where it is installed (a dependency on Linux and macOS): it halves the event loop's own cost per
+    request, which is what bounds concurrent searches (docs/benchmarks.md, "Parallel search")."""
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return {}
+    return {"use_uvloop": True}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

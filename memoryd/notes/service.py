@@ -24,6 +24,7 @@ from memoryd.config import Settings
 from memoryd.errors import AppError
 from memoryd.fsio import FileTooLarge, NotRegularFile, confine, read_regular
 from memoryd.notes import append, chunker, daily, healing, textindex
+from memoryd.pool import ThreadPool
 from memoryd.store.index import Hit, NoteIndex, SyncReport
 from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind, kind_of, refusal
 from memoryd.store.readers import IndexCorrupted
@@ -100,7 +101,7 @@ class NotesService:
         self._tg: anyio.abc.TaskGroup | None = None
         # Searches run in threads of their own, as many as there are cores: more only thrash the caches of their
         # read connections (each thread has one), and they no longer queue behind indexing in anyio's 40.
-        self._search_threads = anyio.CapacityLimiter(max(2, os.cpu_count() or 2))
+        self._search_threads = ThreadPool(max(2, os.cpu_count() or 2), "memoryd-search")
         # Told about changed rule files (the rules service reloads them); set by the composition root.
         self.on_rules_changed: Callable[[Workspace, list[str] | None], Awaitable[None]] | None = None
 
@@ -146,6 +147,7 @@ class NotesService:
 
     async def aclose(self) -> None:
         self.stop_watchers()
+        await self._search_threads.close()  # no search is inside an index file when it is closed
         for notes in list(self._by_id.values()):
             await anyio.to_thread.run_sync(notes.index.close)
 
@@ -332,7 +334,7 @@ class NotesService:
             return hits, notes.index.check_file(header=False)  # a stat: deleted or replaced under us?
 
         try:
-            hits, problem = await anyio.to_thread.run_sync(run, limiter=self._search_threads)
+            hits, problem = await self._search_threads.run(run)
         except Exception as exc:  # the error's type only: SQLite's messages can quote the query
             log.error("search_failed", workspace_id=ws.id, error=type(exc).__name__)
             raise AppError("MEMORY_SEARCH_FAILED") from exc
