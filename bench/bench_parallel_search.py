@@ -13,6 +13,7 @@ import argparse
 import multiprocessing
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -28,19 +29,15 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def _cpu(pid: int) -> tuple[float, float]:
-    """(event-loop thread, all other threads) CPU seconds of a process, from /proc."""
-    main = other = 0.0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:  # the thread ended meanwhile
-            continue
-        seconds = (int(fields[11]) + int(fields[12])) / TICK
-        if int(task.name) == pid:
-            main += seconds
-        else:
-            other += seconds
-    return main, other
+    """(event-loop thread, all other threads) CPU seconds of a process, from /proc. The process's total includes
+    threads that have ended (anyio's idle workers exit after 10 s), so the others are the total minus the loop's."""
+
+    def seconds(stat: Path) -> float:
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+
+    main = seconds(Path(f"/proc/{pid}/task/{pid}/stat"))
+    return main, seconds(Path(f"/proc/{pid}/stat")) - main
 
 
 def _client(sock: str, ws: str, queries: list[str], seconds: float, start: float, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
@@ -132,6 +129,13 @@ def main() -> None:
     parser.add_argument("--clients", default="1,2,8")
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the client counts this many times in turn (a busy machine's "
+        "load drifts between runs: the median ratio of rounds is steadier than one run)",
+    )
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
     print(f"# bench_parallel_search · {conditions()}")
@@ -151,13 +155,24 @@ def main() -> None:
                 time.sleep(0.1)
                 status = rpc.call("status", {"workspace": ws})
             pid = int(status["pid"])
-            rates = {count: over_rpc(sock, ws, pid, queries, count, args.seconds) for count in counts}
-            first = rates[counts[0]]
-            print(
-                "  throughput vs 1 client: "
-                + ", ".join(f"{c} clients {r / first:.2f}×" for c, r in rates.items() if c != counts[0])
-                + "  (target 8 clients ≥ 1.7×)"
-            )
+            ratios: dict[int, list[float]] = {c: [] for c in counts[1:]}
+            for round_ in range(args.rounds):
+                if args.rounds > 1:
+                    print(f"  round {round_ + 1} of {args.rounds}")
+                rates = {count: over_rpc(sock, ws, pid, queries, count, args.seconds) for count in counts}
+                first = rates[counts[0]]
+                for c in counts[1:]:
+                    ratios[c].append(rates[c] / first)
+                print(
+                    f"  throughput vs {counts[0]} client: "
+                    + ", ".join(f"{c} clients {r / first:.2f}×" for c, r in rates.items() if c != counts[0])
+                    + "  (target 8 clients ≥ 1.7×)"
+                )
+            if args.rounds > 1:
+                print(
+                    "  median over rounds: "
+                    + ", ".join(f"{c} clients {statistics.median(r):.2f}×" for c, r in ratios.items())
+                )
             threads = len(list(Path(f"/proc/{pid}/task").iterdir()))
             print(f"  daemon threads after the runs: {threads} (anyio's default limiter allows 40 worker threads)")
             rpc.close()
