@@ -2,7 +2,7 @@
 
 Data: LoCoMo (Maharana et al., "Evaluating Very Long-Term Conversational Memory of LLM Agents", ACL 2024;
 snap-research/LoCoMo, data/locomo10.json), licence CC BY-NC 4.0: used here for evaluation only, never packaged.
-See /work/shared/benchmarks/README.md.
+See ../shared/benchmarks/README.md (beside the project).
 
 One in-memory FTS5 table per conversation, one row per turn (``speaker: text``), indexed with
 ``textindex.index_fields`` and the daemon's tokenizer and ranking. Every question is run through
@@ -28,7 +28,7 @@ import apsw
 
 from memoryd.notes import textindex
 
-DATA = Path("/work/shared/benchmarks/locomo/locomo10.json")
+DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "benchmarks" / "locomo" / "locomo10.json"
 KS = (5, 10, 25)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _ID = re.compile(r"^D:?(\d+):0*(\d+)$")
