@@ -70,9 +70,11 @@ class SearchParams(ScopedParams):
 class SearchHit(Wire):
     workspace_id: str
     path: str
-    start_line: int
-    lines: int
-    heading: str
+    start_line: int = Field(description="The best passage's first line (a bullet, a paragraph, a code block).")
+    lines: int = Field(description="The passage's length in lines; `get` with from_line=start_line reads it.")
+    heading: str = Field(description="The `##` heading of the section the passage is in.")
+    section_start_line: int = Field(description="Where that section starts (its heading line).")
+    section_lines: int = Field(description="The section's length in lines.")
     snippet: str
     score: float = Field(description="Higher is better (negated BM25).")
 
