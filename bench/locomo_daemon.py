@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from common import ROOT, Rpc, conditions, daemon
-from locomo_recall import CATEGORIES, normalise_evidence, turns_of
+from locomo_recall import CATEGORIES, normalise_evidence
 
 DATA = ROOT.parent / "shared" / "benchmarks" / "locomo" / "locomo10.json"
 KS = (5, 10, 25, 50)

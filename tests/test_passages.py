@@ -79,6 +79,7 @@ def test_snippet_marks_the_matched_words_and_keeps_to_its_length() -> None:
     assert passages.snippet(["- UART timeouts at 115200"], ("timeout", "uart"), 200) == (
         "- **UART** **timeouts** at 115200"
     )
+    assert passages.snippet(["- 串口超时"], ("串口", "超时"), 200) == "- **串口超时**"
     long = ["x" * 50 for _ in range(30)] + ["- the needle line"]
     text = passages.snippet(long, ("needle",), 100)
     assert text.startswith("…") and "**needle**" in text

@@ -7,6 +7,7 @@ import contextvars
 import threading
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from memoryd.pool import ThreadPool
@@ -44,7 +45,7 @@ async def test_a_cancelled_caller_returns_and_close_waits_for_the_running_call()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(pool.close)
-        await anyio.sleep(0)  # close() is now waiting in its thread
+        await anyio.lowlevel.checkpoint()  # close() is now waiting in its thread
         assert finished == []
         release.set()
     assert finished == ["done"]  # close() returned only after the running call ended

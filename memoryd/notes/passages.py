@@ -168,7 +168,10 @@ def snippet(lines: list[str], matched: tuple[str, ...], max_chars: int) -> str:
     if pattern is not None:
         pieces, last = [], 0
         for match in _matches(pattern, text):
-            pieces += [text[last : match.start()], MARK, match[0], MARK]
+            if pieces and match.start() == last:  # adjacent words (串口 then 超时): one marked run
+                pieces[-1:] = [match[0], MARK]
+            else:
+                pieces += [text[last : match.start()], MARK, match[0], MARK]
             last = match.end()
         text = "".join(pieces) + text[last:]
     return ("…" if start else "") + text + ("…" if end < len(body) else "")
