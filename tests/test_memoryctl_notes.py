@@ -33,12 +33,12 @@ def test_remember_search_get_from_the_project_dir(daemon: Daemon) -> None:
     human = daemon.memoryctl("search", "串口超时", cwd=project)
     assert human.returncode == 0
     first = human.stdout.splitlines()[0]
-    assert first.startswith("memory/") and ":3  ## " in first and "— decision" in first
-    assert "    - 串口超时 after ERR_UART_TIMEOUT_0x3F" in human.stdout
+    assert first.startswith("memory/") and ":4  ## " in first and "— decision" in first  # the bullet's line
+    assert "    - **串口超时** after ERR_UART_TIMEOUT_0x3F" in human.stdout
     data = json.loads(daemon.memoryctl("--json", "search", "ERR_UART_TIMEOUT_0x3F", cwd=project).stdout)["data"]
     hit = data["hits"][0]
-    got = daemon.memoryctl("get", hit["path"], "--from", str(hit["start_line"]), "--lines", "2", cwd=project)
-    assert got.stdout.splitlines()[1] == "- 串口超时 after ERR_UART_TIMEOUT_0x3F"
+    got = daemon.memoryctl("get", hit["path"], "--from", str(hit["start_line"]), "--lines", "1", cwd=project)
+    assert got.stdout.splitlines() == ["- 串口超时 after ERR_UART_TIMEOUT_0x3F"]
     none = daemon.memoryctl("search", "zzzznothing", cwd=project)
     assert none.returncode == 0 and "no matches" in none.stdout
     dry = daemon.memoryctl("remember", "maybe", "--dry-run", cwd=project)

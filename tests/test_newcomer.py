@@ -153,8 +153,8 @@ def test_search_says_when_more_matches_exist(daemon: Daemon) -> None:
 def test_a_long_hit_shows_a_few_lines_and_how_to_read_the_rest(daemon: Daemon) -> None:
     project = short_tmp("nc")
     (project / "memory").mkdir()
-    body = "\n".join(f"- KQZLONG line {i}" for i in range(16))
-    (project / "memory" / "MEMORY.md").write_text(f"# Memory\n\n## Long\n{body}\n")
+    body = "\n".join(f"  continued line {i}" for i in range(16))  # one bullet: a passage is never cut inside one
+    (project / "memory" / "MEMORY.md").write_text(f"# Memory\n\n## Long\n- KQZLONG starts here\n{body}\n")
     daemon.memoryctl("init", cwd=project)
     out = daemon.memoryctl("search", "KQZLONG", "--snippet-max-chars", "4000", cwd=project)
     shown = [line for line in out.stdout.splitlines() if line.startswith("    ")]

@@ -138,11 +138,22 @@ def test_search_finds_chinese_identifiers_and_questions(daemon: Daemon, workspac
         hits = search(daemon, ws, query)["hits"]
         assert hits and hits[0]["heading"] == expected, (query, hits[:2])
         assert hits[0]["workspace_id"] == ws and hits[0]["path"] == "memory/MEMORY.md"
-        got = daemon.call(
+        hit = hits[0]
+        section = daemon.call(
             "get",
-            {"workspace": ws, "path": hits[0]["path"], "from_line": hits[0]["start_line"], "lines": hits[0]["lines"]},
-        )
-        assert got["text"].splitlines()[0] == expected
+            {
+                "workspace": ws,
+                "path": hit["path"],
+                "from_line": hit["section_start_line"],
+                "lines": hit["section_lines"],
+            },
+        )["text"].splitlines()
+        assert section[0] == expected  # the section the passage is in, from its heading
+        passage = daemon.call(
+            "get", {"workspace": ws, "path": hit["path"], "from_line": hit["start_line"], "lines": hit["lines"]}
+        )["text"].splitlines()
+        assert passage == section[hit["start_line"] - hit["section_start_line"] :][: hit["lines"]]
+        assert passage[0].startswith("- ")  # the bullet that answers, not the heading
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -275,7 +286,7 @@ def test_deleted_index_is_rebuilt_and_loses_nothing(daemon_factory: Any) -> None
     index.unlink()
     d2 = daemon_factory()
     hits = wait_for(lambda: search(d2, ws, "ERR_FLASH_WRITE_0x12")["hits"])
-    assert hits[0]["snippet"].startswith("- ERR_FLASH_WRITE_0x12")
+    assert hits[0]["snippet"] == "- **ERR_FLASH_WRITE_0x12** seen on bench 3"
     status = d2.call("status", {"workspace": ws})["workspaces"][0]
     assert status["rebuilt"] == "missing" and status["files"] == 1
     assert d2.stop() == 0
@@ -353,7 +364,8 @@ def test_a_full_index_answers_at_once_and_is_merged_into_one_segment_once_idle(
     daily_logs(path, 20)  # prepared in a worker thread, inserted in several statements
     daemon.call("index", {"workspace": ws, "full": True})
     hits = search(daemon, ws, "ERR_D7_33")["hits"]
-    assert (hits[0]["path"], hits[0]["start_line"]) == ("memory/2026-03-07.md", 100)
+    first = hits[0]
+    assert (first["path"], first["section_start_line"], first["start_line"]) == ("memory/2026-03-07.md", 100, 101)
     wait_for(lambda: daemon.call("status", {"workspace": ws})["workspaces"][0]["segments"] == 1)
     assert search(daemon, ws, "ERR_D7_33")["hits"] == hits
 

@@ -70,11 +70,16 @@ class SearchParams(ScopedParams):
 class SearchHit(Wire):
     workspace_id: str
     path: str
-    start_line: int
-    lines: int
-    heading: str
+    start_line: int = Field(description="The best passage's first line (a bullet, a paragraph, a code block).")
+    lines: int = Field(description="The passage's length in lines; `get` with from_line=start_line reads it.")
+    heading: str = Field(description="The `##` heading of the section the passage is in.")
+    section_start_line: int = Field(description="Where that section starts (its heading line).")
+    section_lines: int = Field(description="The section's length in lines.")
     snippet: str
-    score: float = Field(description="Higher is better (negated BM25).")
+    score: float = Field(
+        description="Higher is better: the section's BM25 relative to the best section's plus the passage's "
+        "relative to the best passage's (0-2)."
+    )
 
 
 class SearchResult(Wire):
@@ -163,8 +168,12 @@ def register(d: Dispatcher) -> None:
 
     @d.register("search", SearchParams, SearchResult)
     async def search(ctx: Context, p: SearchParams) -> SearchResult:
-        """BM25 search over the workspace's Markdown memory (Chinese and exact identifiers work).
-        scope 'all' (owner token) fans out over every workspace, read-only, merged by score."""
+        """BM25 search over the workspace's Markdown memory (Chinese and exact identifiers work). A hit is a
+        passage: a bullet with its continuation lines, a fenced code block, or up to 8 lines of a paragraph, inside
+        a `##` section. start_line/lines name the passage (`get` reads exactly it), section_start_line and
+        section_lines its section; the snippet wraps matched words in **…**. Several passages of one section may
+        come back as separate hits. scope 'all' (owner token) fans out over every workspace, read-only, merged
+        by score."""
         app: App = ctx.app
         workspaces = await targets(app, p)
         snippet = p.snippet_max_chars or app.settings.snippet_max_chars

@@ -101,6 +101,27 @@ def _heading_lines(lines: list[str]) -> list[int]:
     return found
 
 
+def fence_blocks(lines: list[str]) -> list[int]:
+    """For each line, the number (1, 2, …) of the fenced code block it belongs to, its fences included, else 0.
+    The fence rules of :func:`_heading_lines`; an unclosed fence runs to the end."""
+    blocks = [0] * len(lines)
+    fence_char, fence_len, number = "", 0, 0
+    for index, line in enumerate(lines):
+        marker = (
+            _LINE_MARKER.match(line.removeprefix("\ufeff") if index == 0 else line) if line[:1] in "`~ \ufeff" else None
+        )
+        fence, info = (marker[1], marker[2]) if marker is not None else (None, "")
+        if fence_len:
+            blocks[index] = number
+            if fence and fence[0] == fence_char and len(fence) >= fence_len and not info.strip():
+                fence_len = 0
+        elif fence and not (fence[0] == "`" and "`" in info):
+            number += 1
+            fence_char, fence_len = fence[0], len(fence)
+            blocks[index] = number
+    return blocks
+
+
 def _windows(lines: list[str], start: int, end: int, max_lines: int) -> list[tuple[int, int]]:
     """Split ``lines[start:end]`` into windows of at most ``max_lines`` lines, cutting after a blank line in
     the second half of a window when there is one (a paragraph or bullet group stays whole)."""

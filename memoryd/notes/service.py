@@ -23,7 +23,7 @@ import structlog
 from memoryd.config import Settings
 from memoryd.errors import AppError
 from memoryd.fsio import FileTooLarge, NotRegularFile, confine, read_regular
-from memoryd.notes import append, chunker, daily, healing, textindex
+from memoryd.notes import append, chunker, daily, healing, passages, textindex
 from memoryd.pool import ThreadPool
 from memoryd.store.index import Hit, NoteIndex, SyncReport
 from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind, kind_of, refusal
@@ -70,28 +70,6 @@ class WorkspaceNotes:
     @property
     def root(self) -> Path:
         return self.ws.path
-
-
-def _snippet(text: str, heading: str, query: str, max_chars: int) -> str:
-    lines = text.splitlines()
-    if lines and lines[0].strip() == heading.strip():
-        lines = lines[1:]
-    body = "\n".join(lines).strip("\n")
-    if len(body) <= max_chars:
-        return body
-    folded = body.casefold()
-    positions = [folded.find(term.casefold()) for term in textindex.query_words(query) if term]
-    hits = [p for p in positions if p >= 0]
-    start = 0
-    if hits:
-        first = min(hits)
-        if first > max_chars // 2:
-            start = body.rfind("\n", 0, first) + 1
-            if first - start > max_chars // 3:
-                start = max(0, first - max_chars // 4)
-    prefix = "…" if start > 0 else ""
-    room = max_chars - len(prefix) - 1
-    return prefix + body[start : start + room] + "…"
 
 
 class NotesService:
@@ -330,7 +308,7 @@ class NotesService:
                 if problem is None:
                     raise
                 return None, problem
-            hits = [self._hit(ws, h, query, snippet_max_chars) for h in found]
+            hits = self._hits(ws, found, query, snippet_max_chars, limit)
             return hits, notes.index.check_file(header=False)  # a stat: deleted or replaced under us?
 
         try:
@@ -350,16 +328,24 @@ class NotesService:
         return {"hits": hits, "stale": bool(pending) or notes.full_rescan, "pending": pending}
 
     @staticmethod
-    def _hit(ws: Workspace, hit: Hit, query: str, snippet_max_chars: int) -> dict[str, Any]:
-        return {
-            "workspace_id": ws.id,
-            "path": hit.path,
-            "start_line": hit.start_line,
-            "lines": hit.end_line - hit.start_line + 1,
-            "heading": hit.heading,
-            "snippet": _snippet(hit.text, hit.heading, query, snippet_max_chars),
-            "score": hit.score,
-        }
+    def _hits(ws: Workspace, found: list[Hit], query: str, snippet_max_chars: int, limit: int) -> list[dict[str, Any]]:
+        """The sections' passages, ranked (notes/passages.py); each names its lines and keeps its section."""
+        words = textindex.query_words(query)
+        sections = [(h.score, h.text.split("\n")) for h in found]
+        return [
+            {
+                "workspace_id": ws.id,
+                "path": found[n].path,
+                "start_line": found[n].start_line + p.start,
+                "lines": p.end - p.start,
+                "heading": found[n].heading,
+                "section_start_line": found[n].start_line,
+                "section_lines": found[n].end_line - found[n].start_line + 1,
+                "snippet": passages.snippet(sections[n][1][p.start : p.end], p.matched, snippet_max_chars),
+                "score": score,
+            }
+            for n, p, score in passages.ranked(sections, words, limit)
+        ]
 
     # --- get ----------------------------------------------------------------------------------------------
 

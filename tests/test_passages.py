@@ -1,0 +1,113 @@
+"""Passages: the lines of a section that answer a query — never a cut bullet or code block, ranked by the rare word,
+marked in the snippet, and served by a real daemon as hits that `get` reads back line for line."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memoryd.notes import passages
+from memoryd.notes.chunker import fence_blocks
+
+SECTION = [
+    "## 2026-11-23 10:00 — event",  # 0
+    "",
+    "- Alice: the bootloader prints nothing",  # 2
+    "  after the reset, on the KX-200 only",  # 3 (continuation)
+    "- Bob: UART at 115200 times out now and then",  # 4
+    "- Alice: we enabled RTS/CTS flow control",  # 5
+    "",
+    "```sh",  # 7
+    "- Alice: this bullet is code",
+    "## and so is this heading",
+    "```",  # 10
+    "",
+    "A plain paragraph about timeouts",  # 12
+]
+
+
+def test_a_bullet_keeps_its_continuation_lines_and_a_fence_stays_whole() -> None:
+    spans = [(s, e) for s, e, _ in passages.units(SECTION)]
+    assert spans == [(2, 4), (4, 5), (5, 6), (7, 11), (12, 13)]
+    best = passages.rank(SECTION, ["reset"])[0]
+    assert (best.start, best.end) == (2, 4)  # the bullet with the line that says it
+    code = passages.rank(SECTION, ["heading"])[0]
+    assert (code.start, code.end) == (7, 11)  # the whole fenced block, not its "## " line
+
+
+def test_the_rare_word_wins_over_the_word_every_line_says() -> None:
+    ranked = passages.rank(SECTION, ["alice", "flow"])
+    assert (ranked[0].start, ranked[0].matched) == (5, ("alice", "flow"))
+    assert sorted(p.start for p in ranked[1:]) == [2, 7]  # Alice alone (the shorter passage first: BM25)
+
+
+def test_plural_and_case_and_chinese_and_identifiers_match() -> None:
+    lines = ["- 串口超时在开启流控后消失", "- ERR_UART_TIMEOUT_0x3F seen twice", "- Timeouts everywhere", "- nothing"]
+    assert passages.rank(lines, ["流控"])[0].start == 0
+    assert passages.rank(lines, ["err_uart_timeout_0x3f"])[0].start == 1
+    assert passages.rank(lines, ["timeout"])[0].start == 2
+    assert passages.rank(lines, ["ago"]) == []  # "go" inside a word is not the word
+    assert passages.rank(["- we go now"], ["go"])[0].start == 0
+
+
+def test_a_long_paragraph_is_cut_at_lines_but_a_long_bullet_is_not() -> None:
+    paragraph = [f"line {n} of the paragraph" for n in range(20)]
+    paragraph[15] = "the needle is here"
+    best = passages.rank(paragraph, ["needle"])[0]
+    assert best.start <= 15 < best.end and best.end - best.start <= passages.MAX_LINES
+    bullet = ["- a long bullet"] + [f"  continued {n}" for n in range(20)] + ["  with the needle"]
+    best = passages.rank(bullet, ["needle"])[0]
+    assert (best.start, best.end) == (0, len(bullet))
+
+
+def test_a_strong_line_in_a_weaker_section_beats_a_weak_line_in_the_best_one() -> None:
+    first = ["## one", "- flow mentioned once, nothing else"] + [f"- filler {n}" for n in range(6)]
+    second = ["## two", "- flow control on the UART, RTS/CTS"] + [f"- other {n}" for n in range(6)]
+    words = ["uart", "flow", "control"]
+    out = passages.ranked([(10.0, first), (9.0, second)], words, 5)
+    assert [(n, p.start) for n, p, _ in out] == [(1, 1), (0, 1)]
+    assert out[0][2] > out[1][2]
+
+
+def test_a_section_without_a_matching_line_comes_back_whole() -> None:
+    section = ["## KX-200 bootloader", "- nothing here says it"]
+    out = passages.ranked([(3.0, section)], ["bootloader"], 5)
+    assert [(n, p.start, p.end) for n, p, _ in out] == [(0, 0, 2)]
+
+
+def test_snippet_marks_the_matched_words_and_keeps_to_its_length() -> None:
+    assert passages.snippet(["- UART timeouts at 115200"], ("timeout", "uart"), 200) == (
+        "- **UART** **timeouts** at 115200"
+    )
+    assert passages.snippet(["- 串口超时"], ("串口", "超时"), 200) == "- **串口超时**"
+    long = ["x" * 50 for _ in range(30)] + ["- the needle line"]
+    text = passages.snippet(long, ("needle",), 100)
+    assert text.startswith("…") and "**needle**" in text
+    assert len(text.replace(passages.MARK, "")) <= 100
+
+
+_LINE = st.one_of(
+    st.sampled_from(["", "- bullet alpha", "* bullet beta", "1. numbered gamma", "  continued alpha", "plain beta"]),
+    st.sampled_from(["```", "~~~", "```py", "## heading gamma", "# title", "    indented code"]),
+    st.text(alphabet="ab -#`~\t串口", max_size=12),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(_LINE, max_size=40), words=st.lists(st.sampled_from(["alpha", "beta", "gamma", "串口", "a"])))
+def test_a_passage_never_starts_or_ends_inside_a_bullet_or_a_code_block(lines: list[str], words: list[str]) -> None:
+    blocks = fence_blocks(lines)
+    unit_spans = passages.units(lines)
+    starts = {s for s, _, _ in unit_spans}
+    for p in passages.rank(lines, words):
+        assert 0 <= p.start < p.end <= len(lines)
+        if blocks[p.start]:  # a code block: from its opening fence to its end, whole
+            assert p.start == 0 or blocks[p.start - 1] != blocks[p.start]
+            assert p.end == len(lines) or blocks[p.end] != blocks[p.start]
+        else:
+            unit = next(u for u in unit_spans if u[0] <= p.start < u[1])
+            if not unit[2]:  # a bullet: whole
+                assert (p.start, p.end) == (unit[0], unit[1])
+            else:  # a paragraph: cut only at line boundaries inside it
+                assert p.end <= unit[1] and (p.start in starts or p.start > unit[0])
+        assert p.matched and p.score > 0
