@@ -1,4 +1,4 @@
-"""The only code that writes files: atomic replace, whole-line JSONL appends, path confinement (DESIGN.md §4-§5)."""
+"""The only code that writes files: atomic replace, whole-line JSONL appends, path confinement (docs/reference/architecture.md)."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def flush(paths: Iterable[Path]) -> None:
 
 
 def append_line(path: Path, line: bytes) -> None:
-    """Append one whole line with a single ``write`` on O_APPEND, then fsync (DESIGN.md §5).
+    """Append one whole line with a single ``write`` on O_APPEND, then fsync (docs/reference/architecture.md, data safety).
 
     A file whose last line is torn (no newline) gets one first, so the torn line is not glued to this one. A write
     or fsync that fails (a full disk: ENOSPC, EDQUOT, EFBIG) cuts the file back to its size before, so no torn

@@ -1,6 +1,6 @@
 """structlog, configured once: JSON lines on stderr under a service manager, a console renderer on a TTY.
 
-Never log memory text or query text: only digests, lengths, paths and line ranges (DESIGN.md §4).
+Never log memory text or query text: only digests, lengths, paths and line ranges (docs/reference/architecture.md).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ def workspace_id(real_path: Path) -> str:
     return "ws_" + hashlib.sha256(os.fsencode(real_path)).hexdigest()[:12]
 
 
-# The trees inside a workspace the daemon writes to and indexes (DESIGN.md §2). No workspace may lie inside
+# The trees inside a workspace the daemon writes to and indexes (docs/reference/files.md). No workspace may lie inside
 # another's, and none may contain another's.
 MEMORY_TREES = ("memory", "spec/memory", "data/memory", "runs")
 # System trees: neither they nor anything under them can be a workspace (checked on the real path, so /etc

@@ -1,4 +1,4 @@
-"""One writer per workspace (DESIGN.md §5): ``memory/.memoryd.lock``, held with flock by the daemon that writes.
+"""One writer per workspace (docs/reference/architecture.md, data safety): ``memory/.memoryd.lock``, held with flock by the daemon that writes.
 
 The file lives in ``memory/`` because the daemon writes nowhere else it is sure to be allowed (memory/,
 spec/memory/, data/memory/, runs/) and because a hidden name there is skipped by the index, the watcher, ``get``

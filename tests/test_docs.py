@@ -41,3 +41,15 @@ def test_readme_quickstart_starts_with_the_two_commands() -> None:
 
 def test_ci_runs_make_test() -> None:
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_repository_never_points_at_a_design_file_it_does_not_have() -> None:
+    """The docs stand alone: a reader of a clone has no DESIGN.md (docs/reference/architecture.md and files.md
+    hold what it said)."""
+    offenders = [
+        str(path.relative_to(ROOT))
+        for pattern in ("*.md", "memoryd/**/*.py", "client/**/*.py", "bench/*.py", "docs/**/*.md")
+        for path in ROOT.glob(pattern)
+        if "DESIGN.md" in path.read_text(encoding="utf-8")
+    ]
+    assert offenders == []

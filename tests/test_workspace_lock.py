@@ -1,4 +1,4 @@
-"""One writer per workspace (DESIGN.md §5): two real daemons with two homes and two sockets on one workspace."""
+"""One writer per workspace (docs/reference/workspaces.md): two real daemons with two homes and two sockets on one workspace."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Appending ``remember`` entries to the daily log (DESIGN.md §5): cost independent of the file's size.
+"""Appending ``remember`` entries to the daily log (docs/reference/architecture.md, data safety): cost independent of the file's size.
 
 Entries are appended with one ``write`` on O_APPEND and one fsync (:func:`memoryd.fsio.append_block`), never by
 rewriting the file: what was in it is never touched again, so a crash mid-append can at worst leave a torn last

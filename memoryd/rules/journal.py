@@ -1,4 +1,4 @@
-"""Multi-file changes that survive a crash at any point (DESIGN.md §5).
+"""Multi-file changes that survive a crash at any point (docs/reference/architecture.md, data safety).
 
 ``commit`` runs these steps; a crash between any two is repaired by ``recover`` on the next start:
 

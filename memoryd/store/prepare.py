@@ -38,7 +38,7 @@ PROFILES = "spec/memory/profiles"
 CANDIDATES = "spec/memory/candidates"
 OVERRIDES = "data/memory/overrides"
 _YAML = (".yaml", ".yml")
-# What is indexed: each tree (relative to the workspace) with the kind and suffixes of its files (DESIGN.md §2).
+# What is indexed: each tree (relative to the workspace) with the kind and suffixes of its files (docs/reference/files.md).
 # The one definition of the memory files: the rule set and get's confinement use it too.
 TREES: tuple[tuple[str, Kind, tuple[str, ...]], ...] = (
     ("memory", "markdown", (".md",)),
