@@ -166,7 +166,8 @@ def snippet(lines: list[str], matched: tuple[str, ...], max_chars: int) -> str:
         end = start + max_chars - (1 if start else 0) - 1
     text = body[start:end]
     if pattern is not None:
-        pieces, last = [], 0
+        pieces: list[str] = []
+        last = 0
         for match in _matches(pattern, text):
             if pieces and match.start() == last:  # adjacent words (串口 then 超时): one marked run
                 pieces[-1:] = [match[0], MARK]
