@@ -90,8 +90,8 @@ def over_rpc(sock: str, ws: str, pid: int, queries: list[str], clients: int, sec
 
 
 def in_process(root: Path, queries: list[str], threads_list: list[int], seconds: float) -> None:
-    from memoryd.notes import textindex
     from memoryd.store.index import NoteIndex
+    from memoryd.text import textindex
 
     db = Path(tempfile.mkdtemp(prefix="mdbp", dir="/tmp")) / "index.sqlite"
     index = NoteIndex(root, db)

@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def in_process(root: Path, targets: list[Target], rebuilds: int) -> None:
-    from memoryd.notes import textindex
     from memoryd.store.index import NoteIndex
+    from memoryd.text import textindex
 
     db = Path(tempfile.mkdtemp(prefix="mdbi", dir="/tmp")) / "index.sqlite"
     index = NoteIndex(root, db)

@@ -6,7 +6,7 @@ See ../shared/benchmarks/README.md (beside the project).
 
 One in-memory FTS5 table per conversation, one row per turn (``speaker: text``), indexed with
 ``textindex.index_fields`` and the daemon's tokenizer and ranking. Every question is run through
-(a) ``textindex.match_expression`` (quoted terms, stop words removed, OR-joined, BM25) and (b) the same words
+(a) ``textindex.match_terms`` OR-joined (quoted terms, stop words removed, OR-joined, BM25) and (b) the same words
 AND-joined. Recall@k is the share of a question's evidence turns found in the top k, averaged over the
 questions that have evidence; hit@k is the share of questions with at least one evidence turn in the top k.
 Reference (README): FTS5 BM25 OR baseline 54.8 / 63.3 / 71.3 R@5/10/25; AND finds evidence in the top 5 for 12%.
@@ -26,7 +26,7 @@ from typing import Any
 
 import apsw
 
-from memoryd.notes import textindex
+from memoryd.text import textindex
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "benchmarks" / "locomo" / "locomo10.json"
 KS = (5, 10, 25)
@@ -97,7 +97,7 @@ def main() -> int:
     args = parser.parse_args()
     samples = json.loads(args.data.read_text(encoding="utf-8"))
     methods = {
-        "match_expression (OR/BM25)": textindex.match_expression,
+        "match_terms (OR/BM25)": lambda q: textindex.join_terms(textindex.match_terms(q)),
         "plain OR of words": plain_or_expression,
         "AND of words": and_expression,
     }

@@ -40,9 +40,6 @@ class Context:
     request_id: Any = None
 
 
-Handler = Callable[[Context, Any], Awaitable[BaseModel]]
-
-
 @dataclass(frozen=True, slots=True)
 class Method(Generic[P, R]):
     name: str

@@ -1,4 +1,4 @@
-"""chunk_markdown: ``## `` blocks, windows for long blocks, fences, line endings; line ranges as an editor shows."""
+"""chunk_spans (through a local chunk_markdown that builds the texts): ``## `` blocks, windows for long blocks, fences, line endings; line ranges as an editor shows."""
 
 from __future__ import annotations
 
@@ -8,16 +8,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.notes.chunker import (
+from memoryd.text.chunker import (
     CHUNKER_VERSION,
     MAX_FACT_KEYS,
     Chunk,
     RuleKind,
-    chunk_markdown,
     chunk_rules,
     chunk_spans,
     split_lines,
 )
+
+
+def chunk_markdown(text: str, *, max_lines: int = 40) -> list[Chunk]:
+    """The chunks the index stores for ``text``: chunk_spans' line ranges (1-based) and the lines between."""
+    lines = split_lines(text)
+    return [
+        Chunk(lo + 1, hi, heading, "\n".join(lines[lo:hi]))
+        for lo, hi, heading in chunk_spans(lines, max_lines=max_lines)
+    ]
 
 
 def editor_lines(text: str) -> list[str]:

@@ -11,8 +11,8 @@ from typing import Any
 
 from memoryctl.rpc import RemoteError
 
-from memoryd.notes import textindex
 from memoryd.store.index import NoteIndex
+from memoryd.text import textindex
 from tests.conftest import Daemon, short_tmp, wait_for
 
 
@@ -71,7 +71,7 @@ def test_reads_run_side_by_side_and_never_fail_during_swaps() -> None:
         _notes(root)
         index = NoteIndex(root, state / "index.sqlite")
         index.open()
-        match = textindex.match_expression("firmware 串口超时")
+        match = textindex.join_terms(textindex.match_terms("firmware 串口超时"))
         assert match is not None
         barrier, after, checked = threading.Barrier(3), threading.Barrier(3), threading.Event()
         errors: list[BaseException] = []
@@ -165,7 +165,7 @@ def test_the_index_notices_a_file_damaged_or_deleted_under_it() -> None:
         db = state / "index.sqlite"
         index = NoteIndex(root, db)
         index.open()
-        match = textindex.match_expression("firmware")
+        match = textindex.join_terms(textindex.match_terms("firmware"))
         assert match is not None and index.search(match, 5)
         assert index.check_file() is None
         with open(db, "r+b") as f:

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from memoryd.notes import textindex
 from memoryd.store.index import Hit, NoteIndex
 from memoryd.store.prepare import batches as _batches
 from memoryd.store.prepare import (
@@ -26,6 +25,7 @@ from memoryd.store.prepare import (
     prepare_many,
     prepare_text,
 )
+from memoryd.text import textindex
 from tests.conftest import daily_logs, short_tmp
 
 
@@ -114,7 +114,7 @@ def test_rebuild_and_incremental_sync(tmp_path: Path) -> None:
     (root / "memory" / "a.md").unlink()
     assert index.sync().files_removed == 1
     assert index._chunk_count == index.counts()[1] == 2
-    hits = index.search(textindex.match_expression("gamma") or "", 5)
+    hits = index.search(textindex.join_terms(textindex.match_terms("gamma")) or "", 5)
     assert [(h.path, h.start_line, h.heading) for h in hits] == [("memory/b.md", 4, "## C")]
     index.close()
     assert NoteIndex(root, tmp_path / "state" / "index.sqlite").open() is None  # reusable as is
@@ -132,7 +132,7 @@ def test_a_pipelined_rebuild_stores_what_preparation_gives(tmp_path: Path) -> No
     ).fetchall()
     assert [tuple(row) for row in stored] == expected
     assert report.chunk_delta == index._chunk_count == len(expected)
-    top = index.search(textindex.match_expression("ERR_D7_33") or "", 3)[0]
+    top = index.search(textindex.join_terms(textindex.match_terms("ERR_D7_33")) or "", 3)[0]
     assert (top.path, top.start_line) == ("memory/2026-03-07.md", 100)
     index.close()
 
@@ -145,7 +145,7 @@ def test_a_rebuilds_segments_merge_into_one_in_steps_without_changing_an_answer(
     queries = ["ERR_D7_33", "串口超时", "entry word", "2026-03-02 10:05"]
 
     def answers() -> list[list[Hit]]:
-        return [index.search(textindex.match_expression(q) or "", 5) for q in queries]
+        return [index.search(textindex.join_terms(textindex.match_terms(q)) or "", 5) for q in queries]
 
     for day in (1, 2):  # each sync that changes something adds a segment
         (root / f"memory/2026-03-0{day}.md").write_text(f"## 2026-03-0{day} 11:00 — note\n- ERR_D7_33 again\n")

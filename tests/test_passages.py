@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memoryd.notes import passages
-from memoryd.notes.chunker import fence_blocks
+from memoryd.text import passages
+from memoryd.text.chunker import fence_blocks
 
 SECTION = [
     "## 2026-11-23 10:00 — event",  # 0

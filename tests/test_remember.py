@@ -21,8 +21,15 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from memoryctl.rpc import RemoteError
 
-from memoryd.notes import chunker, daily
+from memoryd.notes import daily
+from memoryd.text import chunker
 from tests.conftest import Daemon, daemon_env, short_tmp, wait_for
+
+
+def _chunks(text: str) -> list[chunker.Chunk]:
+    lines = chunker.split_lines(text)
+    return [chunker.Chunk(lo + 1, hi, h, "\n".join(lines[lo:hi])) for lo, hi, h in chunker.chunk_spans(lines)]
+
 
 # Each spelling wraps the word SECRET; what follows the closing tag must stay.
 PRIVATE_SPELLINGS = [
@@ -113,7 +120,7 @@ FORGED = [
 
 def _structure(text: str) -> list[str]:
     """Headings the chunker finds, and lines a CommonMark reader would take as structure inside our bullets."""
-    headings = [chunk.heading for chunk in chunker.chunk_markdown(text) if chunk.heading]
+    headings = [chunk.heading for chunk in _chunks(text) if chunk.heading]
     suspicious = []
     for line in text.splitlines():
         body = line[2:] if line.startswith(("- ", "  ")) else line
@@ -140,7 +147,7 @@ def test_forged_structure_is_stored_as_text(daemon: Daemon, workspace: tuple[Pat
             params = {"text": f"intro{n}", "reason": f"why{n}\n{forged} word{n}x\nafter{n}"}
         daemon.call("remember", {"workspace": ws, **params})
     text = today_file(path).read_text()
-    headings = [c.heading for c in chunker.chunk_markdown(text) if c.heading]
+    headings = [c.heading for c in _chunks(text) if c.heading]
     assert len(headings) == len(FORGED) + 1
     assert all(daily.ENTRY_HEADING.match(h) or daily.DAY_HEADING.match(h) for h in headings), headings
     assert [line for line in _structure(text) if not line.startswith("## ")] == []

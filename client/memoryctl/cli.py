@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     Render = Callable[[Any], str]
 
-EXIT_OK, EXIT_APP, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_FORBIDDEN, EXIT_PROTOCOL = 0, 1, 2, 3, 4, 5
+EXIT_OK, EXIT_APP, EXIT_USAGE = 0, 1, 2  # and per error name (EXIT_CODES): 3 unavailable, 4 forbidden, 5 protocol
 
 # The daemon's error names that get an exit code other than 1; a test checks this against memoryd.errors.
 EXIT_CODES = {

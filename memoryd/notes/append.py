@@ -29,8 +29,9 @@ import structlog
 
 from memoryd.errors import AppError
 from memoryd.fsio import ChangedMeanwhile, NotRegularFile, append_block, confine, read_range
-from memoryd.notes import chunker, daily
+from memoryd.notes import daily
 from memoryd.store.index import NoteIndex
+from memoryd.text import chunker
 
 log = structlog.get_logger("memoryd.notes")
 

@@ -23,12 +23,13 @@ import structlog
 from memoryd.config import Settings
 from memoryd.errors import AppError
 from memoryd.fsio import FileTooLarge, NotRegularFile, confine, read_regular
-from memoryd.notes import append, chunker, daily, healing, passages, textindex
+from memoryd.notes import append, daily, healing
 from memoryd.pool import ThreadPool
 from memoryd.store.index import Hit, NoteIndex, SyncReport
 from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind, kind_of, refusal
 from memoryd.store.readers import IndexCorrupted
 from memoryd.tasks import task
+from memoryd.text import chunker, passages, textindex
 from memoryd.watch import WorkspaceWatcher
 from memoryd.workspaces import Workspace
 
@@ -329,7 +330,7 @@ class NotesService:
 
     @staticmethod
     def _hits(ws: Workspace, found: list[Hit], query: str, snippet_max_chars: int, limit: int) -> list[dict[str, Any]]:
-        """The sections' passages, ranked (notes/passages.py); each names its lines and keeps its section."""
+        """The sections' passages, ranked (text/passages.py); each names its lines and keeps its section."""
         words = textindex.query_words(query)
         sections = [(h.score, h.text.split("\n")) for h in found]
         return [

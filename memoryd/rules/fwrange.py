@@ -80,7 +80,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-__all__ = ["FwRange", "FwRangeError", "Version", "matches", "parse_range", "parse_version"]
+__all__ = ["FwRange", "FwRangeError", "Version", "parse_range", "parse_version"]
 
 MAX_VERSION_LENGTH: Final = 64
 MAX_RANGE_LENGTH: Final = 140
@@ -307,9 +307,6 @@ class FwRange:
         """``(unbounded sides, span)``: smaller is narrower; a subset range never has a larger width."""
         return self._width
 
-    def is_narrower_than(self, other: FwRange) -> bool:
-        return self._width < other._width
-
     def __str__(self) -> str:
         return self.text
 
@@ -401,8 +398,3 @@ def _exact(v: Version) -> tuple[str, Key, Key, tuple[int, int]]:
 def parse_range(text: str) -> FwRange:
     """Parse a range (grammar in the module docstring); cached; raises ``FwRangeError``."""
     return FwRange(text)
-
-
-def matches(range_text: str, version: str) -> bool:
-    """Whether ``version`` is in ``range_text``; raises ``FwRangeError`` if either does not parse."""
-    return parse_range(range_text).contains(parse_version(version))

@@ -32,7 +32,6 @@ import orjson
 import structlog
 
 from memoryd.fsio import FileTooLarge, NotRegularFile, read_regular
-from memoryd.notes import textindex
 from memoryd.store.prepare import (
     PIPELINE_MIN_BYTES,
     batches,
@@ -50,6 +49,7 @@ from memoryd.store.readers import (
     file_problem,
 )
 from memoryd.store.schema import SCHEMA, versions
+from memoryd.text import textindex
 
 log = structlog.get_logger("memoryd.index")
 

@@ -29,7 +29,7 @@ from typing import Literal, TypeVar, cast
 import orjson
 import structlog
 
-from memoryd.notes import chunker, textindex
+from memoryd.text import chunker, textindex
 
 log = structlog.get_logger("memoryd.index")
 

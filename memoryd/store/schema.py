@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memoryd.notes import chunker, textindex
+from memoryd.text import chunker, textindex
 
 SCHEMA_VERSION = 4
 

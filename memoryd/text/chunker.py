@@ -168,7 +168,7 @@ def _spans(lines: list[str], blocks: list[tuple[int, str]], max_lines: int) -> l
 
 def chunk_spans(lines: list[str], *, max_lines: int = 40) -> list[tuple[int, int, str]]:
     """(first index, end index exclusive, heading) of each chunk of a Markdown file's :func:`split_lines`: what
-    :func:`chunk_markdown` returns, without building the texts. Each ``## `` line starts a block; the preamble
+    chunks cover (the texts are the lines in between). Each ``## `` line starts a block; the preamble
     before the first has heading ""."""
     if max_lines < 1:
         raise ValueError("max_lines must be at least 1")
@@ -179,15 +179,6 @@ def chunk_spans(lines: list[str], *, max_lines: int = 40) -> list[tuple[int, int
         blocks[0] = (0, lines[0].removeprefix("\ufeff").strip())
     blocks.append((len(lines), ""))
     return _spans(lines, blocks, max_lines)
-
-
-def chunk_markdown(text: str, *, max_lines: int = 40) -> list[Chunk]:
-    """Chunks of ``text`` in order; together they cover every non-blank line exactly once."""
-    lines = split_lines(text)
-    return [
-        Chunk(lo + 1, hi, heading, "\n".join(lines[lo:hi]))
-        for lo, hi, heading in chunk_spans(lines, max_lines=max_lines)
-    ]
 
 
 # --- rules ------------------------------------------------------------------------------------------------------

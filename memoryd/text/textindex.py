@@ -339,11 +339,6 @@ def join_terms(terms: list[Term]) -> str | None:
     return " OR ".join(t.expr for t in terms) if terms else None
 
 
-def match_expression(query: str) -> str | None:
-    """An FTS5 MATCH string for any text a person can type, or None when nothing searchable is left."""
-    return join_terms(match_terms(query))
-
-
 def query_words(query: str) -> list[str]:
     """The searched words and identifiers of ``query``, lower-cased, as they appear in raw text (CJK
     segmented): what a snippet should be centred on."""
@@ -358,8 +353,3 @@ def rank_sql() -> str:
     """The ranking function in the form FTS5's ``rank`` option takes (``INSERT INTO chunks_fts(chunks_fts,
     rank) VALUES('rank', ...)``): column weights body 1.0, idents :data:`IDENT_WEIGHT`. Lower is better."""
     return f"bm25(1.0, {IDENT_WEIGHT})"
-
-
-def rank_expression(table: str = "chunks_fts") -> str:
-    """The same ranking as an SQL expression, for ``ORDER BY`` without the ``rank`` option."""
-    return f"bm25({table}, 1.0, {IDENT_WEIGHT})"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
 
-from memoryd.notes.chunker import fence_blocks
+from memoryd.text.chunker import fence_blocks
 
 MAX_LINES = 8  # a paragraph window; a bullet or a code block is kept whole whatever its length
 PER_SECTION = 50  # passages of one section that may come back (measured: 10 → R@50 79.0, 50 → 84.0 on LoCoMo)
