@@ -74,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve(args)
-    from memoryd.service import install_service
+    from memoryd.units import install_service
 
     return install_service(print_only=args.print, home=args.home, out=sys.stdout)
 

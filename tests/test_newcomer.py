@@ -17,7 +17,7 @@ from memoryctl.cli import VERBS, build_parser
 
 from memoryd import service
 from memoryd.config import SettingsError, load_settings
-from memoryd.service import install_service
+from memoryd.units import install_service
 from tests.conftest import Daemon, daemon_env, short_tmp, wait_for
 
 CLIENT_ENV = daemon_env(Path("/nonexistent-memoryd-home"))

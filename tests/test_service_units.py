@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from memoryd import service
-from memoryd.service import PLACEHOLDERS, TEMPLATE_NAMES, UnitFile, install_service, render_units
+from memoryd import units
+from memoryd.units import PLACEHOLDERS, TEMPLATE_NAMES, UnitFile, install_service, render_units
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGED = REPO / "memoryd" / "units"
@@ -113,16 +113,16 @@ def test_repo_templates_equal_packaged_copies(name: str) -> None:
     assert REPO_TEMPLATES[name].read_bytes() == (PACKAGED / name).read_bytes(), (
         f"{REPO_TEMPLATES[name].relative_to(REPO)} and memoryd/units/{name} differ: copy one over the other"
     )
-    assert service.template_text(name) == (PACKAGED / name).read_text(encoding="utf-8")
+    assert units.template_text(name) == (PACKAGED / name).read_text(encoding="utf-8")
 
 
 def test_templates_carry_the_required_settings() -> None:
-    socket = parse_unit(service.template_text("memoryd.socket"))["Socket"]
+    socket = parse_unit(units.template_text("memoryd.socket"))["Socket"]
     assert socket["ListenStream"] == ["@MEMORYD_SOCKET@"]
     assert socket["SocketMode"] == ["0600"]
     assert socket["DirectoryMode"] == ["0700"]
     assert socket["Accept"] == ["no"]
-    text = service.template_text("memoryd.service")
+    text = units.template_text("memoryd.service")
     assert "ExecStart=@MEMORYD_EXE@ serve --log-level info" in text
     svc = parse_unit(text.replace("@MEMORYD_ENV@\n", ""))["Service"]
     assert "ProtectHome" not in svc and "ProtectSystem" not in svc  # memoryd writes anywhere in $HOME
@@ -400,6 +400,6 @@ def test_install_reports_unwritable_target(tmp_path: Path, user_env: Path) -> No
 
 
 def test_memoryd_command_is_absolute() -> None:
-    command = service.memoryd_command()
+    command = units.memoryd_command()
     assert Path(command[0]).is_absolute()
     assert command[1:] in ([], ["-m", "memoryd"])
