@@ -68,7 +68,7 @@ def user_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_exe: Path) ->
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
     monkeypatch.delenv("MEMORYD_HOME", raising=False)
     monkeypatch.delenv("MEMORYD_SOCKET", raising=False)
-    monkeypatch.setattr(service, "memoryd_command", lambda: [str(fake_exe)])
+    monkeypatch.setattr(units, "memoryd_command", lambda: [str(fake_exe)])
     return user_home
 
 
