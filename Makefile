@@ -27,6 +27,7 @@ run: $(RUN_STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 types: $(STAMP)
 	$(BIN)/mypy

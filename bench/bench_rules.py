@@ -196,7 +196,7 @@ def line(label: str, values_ms: list[float], target: str = "") -> None:
 
 
 def in_process_resolve(root: Path, keys: list[tuple[str, str, str | None]], warm_calls: int, rounds: int) -> None:
-    from memoryd.methods.rules import ResolveResult
+    from memoryd.rules.api import ResolveResult
 
     ruleset = RuleSet(root.resolve())
     t = time.perf_counter()

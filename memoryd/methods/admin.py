@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import anyio
 import apsw
 from pydantic import Field
 
+from memoryd.methods.services import Services, services
 from memoryd.models import Empty, OwnerToken, Wire, WorkspaceRef
 from memoryd.notes.service import rjieba_ok as _rjieba_ok
 from memoryd.rpc import Context, Dispatcher
 from memoryd.workspaces import Workspace
-
-if TYPE_CHECKING:
-    from memoryd.app import App
 
 
 class PingResult(Wire):
@@ -180,7 +178,7 @@ def probes() -> Probes:
     )
 
 
-async def _workspace_status(app: App, ws: Workspace) -> WorkspaceStatus:
+async def _workspace_status(app: Services, ws: Workspace) -> WorkspaceStatus:
     notes = await app.notes.status(ws)
     rules = await app.rules.status(ws)
     if rules is not None and rules["errors"] and notes["recommended"] is None:
@@ -193,14 +191,14 @@ def register(d: Dispatcher) -> None:
     @d.register("ping", Empty, PingResult)
     async def ping(ctx: Context, params: Empty) -> PingResult:
         """Liveness: answers at once with the daemon's version."""
-        app: App = ctx.app
+        app = services(ctx)
         return PingResult(version=app.version)
 
     @d.register("status", StatusParams, StatusResult)
     async def status(ctx: Context, params: StatusParams) -> StatusResult:
         """Versions, uptime, socket, directories, probes; per workspace: files, chunks, dirty files, last
         indexed, and a recommended next command when something is wrong."""
-        app: App = ctx.app
+        app = services(ctx)
         dirs = app.settings.dirs
         if params.scope == "all":
             app.owner.check(params.owner_token)
@@ -225,7 +223,7 @@ def register(d: Dispatcher) -> None:
         """Register a project directory (idempotent: adding it again changes nothing, its name included); creates
         its memory/ directory. Refuses system directories, the home directory itself, and a directory inside
         (or containing) another workspace's memory trees."""
-        app: App = ctx.app
+        app = services(ctx)
         ws, created = await anyio.to_thread.run_sync(app.registry.add, params.path, params.name)
         await app.workspace_added(ws)
         return WorkspaceAddResult(**info(ws).model_dump(), created=created)
@@ -233,14 +231,14 @@ def register(d: Dispatcher) -> None:
     @d.register("workspace.list", WorkspaceListParams, WorkspaceListResult)
     async def workspace_list(ctx: Context, params: WorkspaceListParams) -> WorkspaceListResult:
         """Every registered workspace (owner only)."""
-        app: App = ctx.app
+        app = services(ctx)
         app.owner.check(params.owner_token)
         return WorkspaceListResult(workspaces=[info(ws) for ws in app.registry.all()])
 
     @d.register("workspace.remove", WorkspaceRemoveParams, WorkspaceRemoveResult, writes=True)
     async def workspace_remove(ctx: Context, params: WorkspaceRemoveParams) -> WorkspaceRemoveResult:
         """Unregister a workspace (owner only). Deletes nothing in the workspace; drops its derived index."""
-        app: App = ctx.app
+        app = services(ctx)
         app.owner.check(params.owner_token)
         ws = await app.workspace(params.workspace)
         await app.workspace_removed(ws)

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import anyio
 from pydantic import Field, model_validator
 
+from memoryd.methods.services import Services, services
 from memoryd.models import OwnerToken, Wire, WorkspaceRef
 from memoryd.rpc import Context, Dispatcher
 from memoryd.workspaces import Workspace
-
-if TYPE_CHECKING:
-    from memoryd.app import App
 
 Scope = Literal["workspace", "all"]
 
@@ -147,7 +145,7 @@ class ValidateResult(Wire):
     reports: list[ValidationReport]
 
 
-async def targets(app: App, params: ScopedParams) -> list[Workspace]:
+async def targets(app: Services, params: ScopedParams) -> list[Workspace]:
     if params.scope == "all":
         app.owner.check(params.owner_token)
         return app.registry.all()
@@ -159,7 +157,7 @@ def register(d: Dispatcher) -> None:
     @d.register("remember", RememberParams, RememberResult, writes=True)
     async def remember(ctx: Context, p: RememberParams) -> RememberResult:
         """Append an entry to today's daily file memory/YYYY-MM-DD.md (one append + fsync); immediately searchable."""
-        app: App = ctx.app
+        app = services(ctx)
         ws = await app.workspace(p.workspace, write=not p.dry_run)
         result = await app.notes.remember(
             ws, kind=p.type, text=p.text, reason=p.reason, followup=p.followup, dry_run=p.dry_run
@@ -174,7 +172,7 @@ def register(d: Dispatcher) -> None:
         section_lines its section; the snippet wraps matched words in **…**. Several passages of one section may
         come back as separate hits. scope 'all' (owner token) fans out over every workspace, read-only, merged
         by score."""
-        app: App = ctx.app
+        app = services(ctx)
         workspaces = await targets(app, p)
         snippet = p.snippet_max_chars or app.settings.snippet_max_chars
         limit = min(p.limit, app.settings.search_max_limit)
@@ -206,7 +204,7 @@ def register(d: Dispatcher) -> None:
     async def get(ctx: Context, p: GetParams) -> GetResult:
         """Read up to 200 lines of a memory file: Markdown under memory/, or rule YAML under spec/memory/profiles/,
         spec/memory/candidates/ and data/memory/overrides/ (the files search finds)."""
-        app: App = ctx.app
+        app = services(ctx)
         ws = await app.workspace(p.workspace)
         lines = min(p.lines, app.settings.get_max_lines)
         return GetResult(**await app.notes.get(ws, p.path, p.from_line, lines))
@@ -214,7 +212,7 @@ def register(d: Dispatcher) -> None:
     @d.register("index", IndexParams, IndexResult)
     async def index(ctx: Context, p: IndexParams) -> IndexResult:
         """Bring the index up to date (incremental by mtime + sha256), or rebuild it with full."""
-        app: App = ctx.app
+        app = services(ctx)
         started = anyio.current_time()
         reports = [IndexReport(**await app.notes.index(ws, full=p.full)) for ws in await targets(app, p)]
         return IndexResult(workspaces=reports, ms=round((anyio.current_time() - started) * 1000, 2))
@@ -223,7 +221,7 @@ def register(d: Dispatcher) -> None:
     async def validate(ctx: Context, p: ValidateParams) -> ValidateResult:
         """Check memory/ exists, daily heading formats, files outside the layout, broken or escaping links; rule
         files that do not parse, invalid fw_range, unknown provenance, torn evidence lines."""
-        app: App = ctx.app
+        app = services(ctx)
         reports = []
         for ws in await targets(app, p):
             report = await app.notes.validate(ws)

@@ -38,7 +38,7 @@ from memoryd.rules.workspace import WorkspaceRules
 from memoryd.store.prepare import CANDIDATES, OVERRIDES, PROFILES
 
 if TYPE_CHECKING:
-    from memoryd.methods import rules as m
+    from memoryd.rules import api as m
 
 log = structlog.get_logger("memoryd.rules")
 

@@ -26,7 +26,7 @@ from memoryd.rules.workspace import WorkspaceRules
 _YAML = (".yaml", ".yml")
 
 if TYPE_CHECKING:
-    from memoryd.methods import rules as m
+    from memoryd.rules import api as m
 
 
 def _summary(loaded: LoadedRule) -> dict[str, Any]:

@@ -35,8 +35,8 @@ from memoryd.tasks import task
 from memoryd.workspaces import Workspace
 
 if TYPE_CHECKING:
-    from memoryd.methods import rules as m
     from memoryd.notes.service import NotesService
+    from memoryd.rules import api as m
 
 log = structlog.get_logger("memoryd.rules")
 
@@ -215,7 +215,7 @@ class RulesService:
     # --- resolve ------------------------------------------------------------------------------------------
 
     async def resolve(self, ws: Workspace, p: m.ResolveParams) -> m.ResolveResult:
-        from memoryd.methods.rules import ResolveResult
+        from memoryd.rules.api import ResolveResult
 
         wr = await self._ready(ws)
         rules = wr.rules

@@ -1,0 +1,40 @@
+"""What a handler may use: the typed collaborators the composition root (``memoryd/app.py``) provides.
+
+Handlers get these through ``services(ctx)``, never the ``App`` class itself, so ``methods`` does not import the
+composition root (the layers contract in pyproject.toml checks it) and a handler's reach is written down here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, cast
+
+from memoryd.config import Settings
+from memoryd.notes.service import NotesService
+from memoryd.rpc import Context
+from memoryd.rules.service import RulesService
+from memoryd.workspaces import OwnerToken, Registry, Workspace
+
+
+class Services(Protocol):
+    settings: Settings
+    version: str
+    pid: int
+    owner: OwnerToken
+    registry: Registry
+    notes: NotesService
+    rules: RulesService
+
+    async def workspace(self, ref: str, *, write: bool = False) -> Workspace: ...
+
+    async def workspace_added(self, ws: Workspace) -> None: ...
+
+    async def workspace_removed(self, ws: Workspace) -> None: ...
+
+    async def lock_status(self, ws: Workspace) -> dict[str, Any]: ...
+
+    def uptime_s(self) -> float: ...
+
+
+def services(ctx: Context) -> Services:
+    """The collaborators of the request's daemon (``Context.app`` is typed ``Any`` in the RPC layer below)."""
+    return cast(Services, ctx.app)
