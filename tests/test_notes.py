@@ -394,3 +394,23 @@ def test_a_broken_index_never_blocks_a_write(daemon: Daemon) -> None:
     assert report["files"] == 1
     assert daemon.call("search", {"workspace": ws_id, "query": "KQZSAFE"})["hits"]
     assert "error" not in daemon.call("status", {"workspace": ws_id})["workspaces"][0]
+
+
+def test_validate_reads_fences_and_headings_as_the_index_does(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    """A "## " line inside a fence the index treats as code (indented, or inside a longer fence that a shorter one
+    does not close) is code for validate too; a real heading after the fence is still checked."""
+    path, ws = workspace
+    day = "2026-03-04"
+    (path / "memory" / f"{day}.md").write_text(
+        f"## {day}\n\n## {day} 10:00 — note\n"
+        "   ```sh\n## shell comment, not a heading\n   ```\n"
+        "````md\n```\n## inside the outer fence\n```\n````\n"
+        "## not a proper entry heading\n",
+        encoding="utf-8",
+    )
+    daemon.call("index", {"workspace": ws})
+    problems = [p for r in daemon.call("validate", {"workspace": ws})["reports"] for p in r["problems"]]
+    mine = [(p["line"], p["message"].split("'")[1]) for p in problems if p["path"] == f"memory/{day}.md"]
+    assert mine == [(12, "## not a proper entry heading")]
+    chunks = search(daemon, ws, "shell comment")["hits"]
+    assert chunks and chunks[0]["heading"] == f"## {day} 10:00 — note"  # the index agrees: code, not a heading

@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
+from memoryd.text import chunker
+
 ENTRY_TYPES = ("decision", "event", "summary", "note")
 # <private> tags as people and models type them: any case, spaces or line breaks inside the brackets, attributes,
 # a self-closing slash, ASCII or full-width brackets (＜private＞: stripping too much is the safe mistake).
@@ -143,12 +145,10 @@ def check_daily(rel_path: str, text: str) -> list[Problem]:
     except ValueError:
         problems.append(Problem("error", rel_path, None, f"file name {name} is not a real date"))
     seen_header = False
-    in_fence = False
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.startswith(("```", "~~~")):
-            in_fence = not in_fence
-        if in_fence or not line.startswith("## "):
-            continue
+    lines = chunker.split_lines(text)
+    # the index's own reader: a "## " line inside any fence the index sees as code is code here too
+    for index in chunker.heading_lines(lines):
+        number, line = index + 1, lines[index].strip(" \t")
         if DAY_HEADING.match(line):
             if line.strip() != f"## {day}":
                 problems.append(

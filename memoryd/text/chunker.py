@@ -75,8 +75,9 @@ def _is_blank(line: str) -> bool:
     return not line.strip(_BLANK)
 
 
-def _heading_lines(lines: list[str]) -> list[int]:
-    """Indexes of the lines that start a ``## `` block, skipping fenced code."""
+def heading_lines(lines: list[str]) -> list[int]:
+    """Indexes of the lines that start a ``## `` block, skipping fenced code: the one reader of headings and
+    fences, for the index (chunks) and ``validate`` (daily headings) alike."""
     found: list[int] = []
     fence_char, fence_len = "", 0
     # only lines starting with one of _LINE_STARTS can be a heading or a fence: picked out in C, not tested one by one
@@ -103,7 +104,7 @@ def _heading_lines(lines: list[str]) -> list[int]:
 
 def fence_blocks(lines: list[str]) -> list[int]:
     """For each line, the number (1, 2, …) of the fenced code block it belongs to, its fences included, else 0.
-    The fence rules of :func:`_heading_lines`; an unclosed fence runs to the end."""
+    The fence rules of :func:`heading_lines`; an unclosed fence runs to the end."""
     blocks = [0] * len(lines)
     fence_char, fence_len, number = "", 0, 0
     for index, line in enumerate(lines):
@@ -172,7 +173,7 @@ def chunk_spans(lines: list[str], *, max_lines: int = 40) -> list[tuple[int, int
     before the first has heading ""."""
     if max_lines < 1:
         raise ValueError("max_lines must be at least 1")
-    starts = _heading_lines(lines)
+    starts = heading_lines(lines)
     blocks = [] if starts and starts[0] == 0 else [(0, "")]
     blocks += [(start, lines[start].strip()) for start in starts]
     if starts and starts[0] == 0:
