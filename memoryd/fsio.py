@@ -164,6 +164,17 @@ NAME_MAX = 255  # bytes in one path component (Linux, macOS)
 PATH_MAX = 4096  # bytes in a whole path with its NUL (Linux)
 
 
+def within(root: Path, path: Path) -> Path | None:
+    """``path`` resolved (symlinks followed; it need not exist) when that is ``root`` or inside it, else None —
+    also when it cannot be resolved (a symlink loop, a name too long). ``root`` must already be resolved. The one
+    check of "stays inside the workspace": ``confine``, the index's walk and ``validate`` all use it."""
+    try:
+        resolved = path.resolve(strict=False)
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
+        return None
+    return resolved if resolved == root or root in resolved.parents else None
+
+
 def confine(root: Path, relative: str, *, suffixes: tuple[str, ...] = (".md",)) -> Path:
     """Resolve ``relative`` (or an absolute path) and prove it stays inside ``root``.
 
@@ -184,13 +195,8 @@ def confine(root: Path, relative: str, *, suffixes: tuple[str, ...] = (".md",)) 
             f"Path too long: at most {NAME_MAX} bytes a component and {PATH_MAX - 1} in all",
         )
     candidate = Path(relative)
-    if not candidate.is_absolute():
-        candidate = root / candidate
-    try:
-        resolved = candidate.resolve(strict=False)
-    except (OSError, RuntimeError) as exc:  # symlink loops
-        raise AppError("MEMORY_PATH_TRAVERSAL", "Path cannot be resolved") from exc
-    if resolved != root and root not in resolved.parents:
+    resolved = within(root, candidate if candidate.is_absolute() else root / candidate)
+    if resolved is None:
         raise AppError("MEMORY_PATH_TRAVERSAL")
     if resolved.suffix.lower() not in suffixes:
         raise AppError("MEMORY_PATH_TRAVERSAL", f"Only {', '.join(suffixes)} files can be read here")

@@ -22,7 +22,7 @@ import structlog
 
 from memoryd.config import Settings
 from memoryd.errors import AppError
-from memoryd.fsio import FileTooLarge, NotRegularFile, confine, read_regular
+from memoryd.fsio import FileTooLarge, NotRegularFile, confine, read_regular, within
 from memoryd.notes import append, daily, healing
 from memoryd.pool import ThreadPool
 from memoryd.store.index import Hit, NoteIndex, SyncReport
@@ -488,7 +488,7 @@ class NotesService:
         problems: list[daily.Problem] = []
         if not memory.is_dir():
             return [daily.Problem("error", "memory/", None, "memory/ is missing: run `memoryctl init` to create it")]
-        if memory.is_symlink() and root not in memory.resolve().parents:
+        if memory.is_symlink() and within(root, memory) in (None, root):
             problems.append(daily.Problem("error", "memory/", None, "memory/ is a symlink out of the workspace"))
         limit = self.settings.index_max_file_bytes
         for dirpath, dirnames, filenames in os.walk(memory):
@@ -552,12 +552,12 @@ class NotesService:
                 if not clean:
                     continue
                 resolved = (root / clean.lstrip("/")) if clean.startswith("/") else (full.parent / clean)
+                inside = within(root, resolved)
+                leaves = inside is None and _resolvable(resolved)  # a loop or too long a name: broken instead
                 try:
-                    resolved = resolved.resolve()
-                    leaves = resolved != root and root not in resolved.parents
-                    broken = not leaves and not resolved.exists()
-                except (OSError, RuntimeError):  # too long a name, a symlink loop
-                    leaves, broken = False, True
+                    broken = not leaves and (inside is None or not inside.exists())
+                except OSError:
+                    broken = True
                 if leaves:
                     problems.append(daily.Problem("error", rel, number, f"link leaves the workspace: {target}"))
                 elif broken:
@@ -614,6 +614,14 @@ class NotesService:
 
 
 _REFUSALS = {"symlink out of the workspace": "symlink points outside the workspace"}
+
+
+def _resolvable(path: Path) -> bool:
+    try:
+        path.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
+        return False
+    return True
 
 
 def _kind(full: Path) -> str:

@@ -29,6 +29,7 @@ from typing import Literal, TypeVar, cast
 import orjson
 import structlog
 
+from memoryd.fsio import within
 from memoryd.text import chunker, textindex
 
 log = structlog.get_logger("memoryd.index")
@@ -142,11 +143,12 @@ def indexed_stats(root: Path, rels: Iterable[str], refused: dict[str, str] | Non
 
 
 def _inside(real_root: Path, tree: Path) -> bool:
-    """Whether the directory ``tree`` exists and is, once resolved, inside the workspace."""
+    """Whether the directory ``tree`` exists and is, once resolved, inside the workspace (not the workspace)."""
     try:
-        return tree.is_dir() and real_root in tree.resolve().parents
-    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
+        is_dir = tree.is_dir()
+    except OSError:
         return False
+    return is_dir and within(real_root, tree) not in (None, real_root)
 
 
 def _file_stat(real_root: Path, full: Path, rel: str, refused: dict[str, str] | None = None) -> os.stat_result | None:
