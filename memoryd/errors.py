@@ -270,6 +270,13 @@ class AppError(Exception):
         super().__init__(self.message)
 
     def to_error(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"name": self.name, "hint": self.hint}
-        data.update(self.data)
-        return {"code": self.spec.code, "message": self.message, "data": data}
+        return error_object(self.name, self.message, hint=self.hint, **self.data)
+
+
+def error_object(name: str, message: str | None = None, *, hint: str | None = None, **data: Any) -> dict[str, Any]:
+    """The JSON-RPC error object for the error ``name`` (``SPECS``): ``{code, message, data: {name, hint, …}}``.
+    The one place it is built, for protocol faults and application errors alike."""
+    spec = SPECS[name]
+    payload: dict[str, Any] = {"name": name, "hint": hint or spec.hint}
+    payload.update(data)
+    return {"code": spec.code, "message": message or spec.message, "data": payload}

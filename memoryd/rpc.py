@@ -18,7 +18,7 @@ import structlog
 from pydantic import BaseModel, RootModel, ValidationError
 
 from memoryd import log as logsetup
-from memoryd.errors import SPECS, AppError
+from memoryd.errors import AppError, error_object
 
 log = structlog.get_logger("memoryd.rpc")
 
@@ -50,13 +50,6 @@ class Method(Generic[P, R]):
     writes: bool = False  # a write is refused while shutting down and with scope "all"
 
 
-def _error(name: str, message: str | None = None, **data: Any) -> dict[str, Any]:
-    spec = SPECS[name]
-    payload: dict[str, Any] = {"name": name, "hint": spec.hint}
-    payload.update(data)
-    return {"code": spec.code, "message": message or spec.message, "data": payload}
-
-
 def _response(id_: Any, *, result: Any = None, error: dict[str, Any] | None = None) -> dict[str, Any]:
     if error is not None:
         return {"jsonrpc": "2.0", "error": error, "id": id_}
@@ -76,7 +69,7 @@ def _first_app_error(exc: BaseException) -> AppError | None:
 
 
 def error_line(name: str, message: str | None = None, id_: Any = None, **data: Any) -> bytes:
-    return orjson.dumps(_response(id_, error=_error(name, message, **data))) + b"\n"
+    return orjson.dumps(_response(id_, error=error_object(name, message, **data))) + b"\n"
 
 
 def _summarise(exc: ValidationError) -> list[dict[str, Any]]:
@@ -151,13 +144,13 @@ class Dispatcher:
         id_ = member.get("id") if isinstance(member, dict) else None
         log.warning("reply_too_large", bytes=size, limit=self.max_reply_bytes, request_id=id_, conn=ctx.conn_id)
         return orjson.dumps(
-            _response(id_, error=_error("REPLY_TOO_LARGE", reply_bytes=size, limit=self.max_reply_bytes))
+            _response(id_, error=error_object("REPLY_TOO_LARGE", reply_bytes=size, limit=self.max_reply_bytes))
         )
 
     async def _handle_one(self, message: Any, ctx: Context) -> bytes | None:
         """One request in, its serialised reply out (None for a notification)."""
         if not isinstance(message, dict):
-            return orjson.dumps(_response(None, error=_error("INVALID_REQUEST")))
+            return orjson.dumps(_response(None, error=error_object("INVALID_REQUEST")))
         id_ = message.get("id", _NO_ID)
         valid_id = id_ is _NO_ID or id_ is None or type(id_) in _ID_TYPES
         method_name = message.get("method")
@@ -170,7 +163,7 @@ class Dispatcher:
             or not _MEMBERS.issuperset(message)
         ):
             bad_id = id_ if valid_id and id_ is not _NO_ID else None
-            return orjson.dumps(_response(bad_id, error=_error("INVALID_REQUEST")))
+            return orjson.dumps(_response(bad_id, error=error_object("INVALID_REQUEST")))
         notification = id_ is _NO_ID
         started = time.perf_counter_ns()
         result, error = await self._call(method_name, params, ctx, id_)
@@ -181,7 +174,7 @@ class Dispatcher:
             except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
                 # A result the wire cannot carry (an integer beyond 64 bits, a non-string key): a handler bug.
                 log.exception("unserialisable_result", method=method_name, request_id=id_, conn=ctx.conn_id)
-                error = _error("INTERNAL_ERROR")
+                error = error_object("INTERNAL_ERROR")
                 reply = orjson.dumps(_response(id_, error=error))
         name = None if error is None else error["data"]["name"]
         logsetup.request(
@@ -197,7 +190,7 @@ class Dispatcher:
         """Returns (result, None) or (None, error object)."""
         method = self.methods.get(name)
         if method is None:
-            return None, _error("METHOD_NOT_FOUND")
+            return None, error_object("METHOD_NOT_FOUND")
         if self.shutting_down:
             return None, AppError("MEMORY_SHUTTING_DOWN").to_error()
         if method.writes and isinstance(params, dict) and params.get("scope") == "all":
@@ -208,12 +201,12 @@ class Dispatcher:
             names = list(method.params.model_fields)
             if len(params) > len(names):
                 too_many = {"loc": "(params)", "msg": "too many positional params", "type": "too_long"}
-                return None, _error("INVALID_PARAMS", errors=[too_many])
+                return None, error_object("INVALID_PARAMS", errors=[too_many])
             params = dict(zip(names, params, strict=False))
         try:
             model = method.params.model_validate(params)
         except ValidationError as exc:
-            return None, _error("INVALID_PARAMS", errors=_summarise(exc))
+            return None, error_object("INVALID_PARAMS", errors=_summarise(exc))
         ctx.request_id = None if id_ is _NO_ID else id_
         try:
             result = await method.handler(ctx, model)
@@ -223,4 +216,4 @@ class Dispatcher:
             if app_error is not None:
                 return None, app_error.to_error()
             log.exception("internal_error", method=name, request_id=ctx.request_id)
-            return None, _error("INTERNAL_ERROR")
+            return None, error_object("INTERNAL_ERROR")
