@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -41,7 +42,7 @@ def test_json_envelopes_and_exit_codes(daemon: Daemon) -> None:
     ok = daemon.memoryctl("--json", "ping")
     assert ok.returncode == 0 and json.loads(ok.stdout) == {
         "ok": True,
-        "data": {"pong": True, "version": "0.1.0"},
+        "data": {"pong": True, "version": importlib.metadata.version("memoryd")},
     }
     forbidden = daemon.memoryctl("workspace", "list", "--json")  # global flags after the verb work too
     assert forbidden.returncode == 0  # memoryctl reads the owner token itself

@@ -40,7 +40,8 @@ def test_readme_quickstart_starts_with_the_two_commands() -> None:
 
 
 def test_ci_runs_make_test() -> None:
-    assert "make test" in (ROOT / ".ci" / "run").read_text()
+    commands = [line.split("#")[0].strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert any(command.split()[:2] == ["make", "test"] or command.endswith("make test") for command in commands)
 
 
 def test_the_repository_never_points_at_a_design_file_it_does_not_have() -> None:

@@ -9,13 +9,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from memoryd.transport import peer_uid, uid_allowed
-from tests.conftest import Daemon, daemon_env, short_tmp
+from tests.conftest import Daemon, daemon_env, short_tmp, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -141,10 +140,7 @@ def test_memoryctl_without_daemon_explains_and_autostarts(home: Path) -> None:
         assert subprocess.run([*run, "ping"], env=env, capture_output=True, timeout=60).returncode == 0
     finally:
         os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and (home / "run" / "memoryd.sock").exists():
-            time.sleep(0.05)
-    assert not (home / "run" / "memoryd.sock").exists()
+        wait_for(lambda: not (home / "run" / "memoryd.sock").exists(), timeout=20)
 
 
 def test_peer_uid_of_own_connection() -> None:
@@ -206,10 +202,11 @@ def test_second_sigint_forces_exit_while_draining(daemon: Daemon) -> None:
 
     worker = threading.Thread(target=rebuild)
     worker.start()
-    time.sleep(0.3)
+    # status shows an explicit index while it runs: the rebuild is under way
+    wait_for(lambda: daemon.call("status", {"workspace": ws})["workspaces"][0].get("indexing"))
     assert daemon.proc is not None
     daemon.proc.send_signal(signal.SIGINT)  # drain: waits for the rebuild (up to drain_timeout_s)
-    time.sleep(0.2)
+    wait_for(lambda: '"shutdown"' in daemon.log.read_text())  # logged when the daemon starts draining
     daemon.proc.send_signal(signal.SIGINT)  # a second SIGINT: exit now
     assert daemon.proc.wait(20) == 130
     worker.join(30)

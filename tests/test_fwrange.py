@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import itertools
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -640,19 +638,4 @@ def test_width_is_a_total_order_key(a: R, b: R, c: R) -> None:
         assert not y.width() < x.width()
 
 
-# --- speed -------------------------------------------------------------------------------------------------------
-
-
-def test_contains_is_fast() -> None:
-    ranges = [parse_range(t) for t in ("*", "1.2.*", ">=1.2.0-rc.1 <=1.3", "1.2.3", "<2")]
-    version = parse_version("1.2.9-rc.1")
-    n = 20_000
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        for r in ranges:
-            contains = functools.partial(r.contains, version)
-            for _ in range(n):
-                contains()
-        best = min(best, (time.perf_counter() - start) / (n * len(ranges)))
-    assert best < 2e-6, f"{best * 1e6:.2f} µs per contains"
+# Speed: bench/bench_text.py (FwRange.contains per call).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,5 +105,23 @@ def test_help_lists_every_verb() -> None:
         timeout=60,
         cwd=Path(__file__).parent.parent / "client",
     )
-    for verb in ("ping", "status", "workspace", "init", "remember", "search", "get", "index", "validate"):
-        assert verb in out.stdout
+    listed = re.findall(r"^    (\w[\w-]*)  ", out.stdout.split("positional arguments:")[1].split("options:")[0], re.M)
+    assert listed == list(
+        (
+            "ping",
+            "status",
+            "workspace",
+            "init",
+            "remember",
+            "search",
+            "get",
+            "index",
+            "validate",
+            "observe",
+            "compile",
+            "resolve",
+            "rules",
+            "timeline",
+            "candidates",
+        )
+    )  # every verb, each once, in this order

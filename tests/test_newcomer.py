@@ -15,7 +15,7 @@ import pytest
 import yaml
 from memoryctl.cli import VERBS, build_parser
 
-from memoryd import service
+from memoryd import units
 from memoryd.config import SettingsError, load_settings
 from memoryd.units import install_service
 from tests.conftest import Daemon, daemon_env, short_tmp, wait_for
@@ -206,7 +206,7 @@ def test_install_service_without_runtime_dir_still_says_percent_t(
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     for name in ("XDG_RUNTIME_DIR", "MEMORYD_HOME", "MEMORYD_SOCKET"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(service, "memoryd_command", lambda: [sys.executable, "-m", "memoryd"])
+    monkeypatch.setattr(units, "memoryd_command", lambda: [sys.executable, "-m", "memoryd"])
     out, err = io.StringIO(), io.StringIO()
     assert install_service(print_only=True, home=None, out=out, err=err, platform="linux") == 0
     assert "ListenStream=%t/memoryd/memoryd.sock" in out.getvalue(), out.getvalue()

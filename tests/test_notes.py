@@ -156,12 +156,23 @@ def test_search_finds_chinese_identifiers_and_questions(daemon: Daemon, workspac
         assert passage[0].startswith("- ")  # the bullet that answers, not the heading
 
 
+def assert_well_formed(result: dict[str, Any]) -> None:
+    """A search answer whose every hit names lines inside its section, ranked best first."""
+    assert isinstance(result["stale"], bool) and isinstance(result["pending"], list)
+    scores = [h["score"] for h in result["hits"]]
+    assert scores == sorted(scores, reverse=True)
+    for hit in result["hits"]:
+        assert hit["path"].endswith((".md", ".yaml", ".yml")) and hit["lines"] >= 1
+        assert hit["section_start_line"] <= hit["start_line"]
+        assert hit["start_line"] + hit["lines"] <= hit["section_start_line"] + hit["section_lines"]
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(alphabet=st.characters(codec="utf-8"), max_size=300))
 def test_any_typed_text_searches_without_error(daemon: Daemon, query: str) -> None:
     ws = _shared_ws(daemon)
     result = search(daemon, ws, query)
-    assert isinstance(result["hits"], list)
+    assert_well_formed(result)
 
 
 _WS_CACHE: dict[int, str] = {}
@@ -203,8 +214,11 @@ def _shared_ws(daemon: Daemon) -> str:
     ],
 )
 def test_hostile_queries(daemon: Daemon, workspace: tuple[Path, str], query: str) -> None:
-    _, ws = workspace
-    assert isinstance(search(daemon, ws, query)["hits"], list)
+    path, ws = workspace
+    result = search(daemon, ws, query)
+    assert_well_formed(result)
+    files = {p.relative_to(path).as_posix() for p in path.rglob("*.md")}
+    assert {h["path"] for h in result["hits"]} <= files
 
 
 def test_isolation_both_ways(daemon: Daemon) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 
 import apsw
@@ -222,13 +221,16 @@ def test_fts5_syntax_is_just_words(conn: apsw.Connection) -> None:
     assert search(conn, "AND OR NOT") == [2]  # the words themselves are searchable
 
 
-def test_ten_kilobytes_of_query_is_fast(conn: apsw.Connection) -> None:
-    query = ("串口超时 uart timeout ERR_UART_TIMEOUT_0x3F what does it mean? " * 200)[:10_000]
-    started = time.perf_counter()
-    search(conn, query)
-    search(conn, "".join(chr(0x4E00 + i % 2000) for i in range(10_000)))
-    search(conn, " ".join(f"w{i}" for i in range(3000)))
-    assert time.perf_counter() - started < 2.0
+def test_ten_kilobytes_of_query_are_capped_and_answered(conn: apsw.Connection) -> None:
+    """Hostile queries become at most MAX_TERMS clauses and are answered (their speed: bench/bench_text.py)."""
+    queries = [
+        ("串口超时 uart timeout ERR_UART_TIMEOUT_0x3F what does it mean? " * 200)[:10_000],
+        "".join(chr(0x4E00 + i % 2000) for i in range(10_000)),
+        " ".join(f"w{i}" for i in range(3000)),
+    ]
+    for query in queries:
+        assert len(match_terms(query)) <= MAX_TERMS
+    assert search(conn, queries[0])[:1] == [1]  # the row with the identifier, among the capped terms
 
 
 def test_word_terms_carry_the_index_token() -> None:

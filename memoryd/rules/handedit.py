@@ -4,7 +4,9 @@ The rule set notices, on any reload, a rule whose content changed while its ``re
 ``git checkout``): ``RuleSet.hand_edits``. ``record`` turns each into a change like the daemon's own: the file gets
 ``revision`` + 1 (and ``updated_at``), the content from before the edit is kept under ``data/memory/backups/<run_id>/``
 and ``history.jsonl`` gets an ``op: hand_edit`` line with the revisions, so ``rules diff`` and ``timeline`` tell the
-truth. It runs under the workspace's rules lock, in a worker thread.
+truth. It runs under the workspace's rules lock, in a worker thread. From the watcher it waits until the file has
+been quiet for ``QUIET_S``, and it re-reads the file before replacing it: a second save is never overwritten by the
+record of the first.
 
 Rewriting: a one-rule file (profiles, candidates) gets its ``revision:`` and ``updated_at:`` lines replaced in place,
 so the rest of the hand-written file (comments, order) stays as written; an overrides file, or a file those lines
@@ -14,7 +16,9 @@ edit that raises ``revision`` itself (it is taken as the new revision, with no p
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from datetime import datetime
 
 import structlog
@@ -27,15 +31,31 @@ from memoryd.rules.workspace import WorkspaceRules
 log = structlog.get_logger("memoryd.rules")
 
 
-def record(wr: WorkspaceRules) -> list[str]:
-    """Record every pending hand edit; returns the paths rewritten."""
+QUIET_S = 1.0  # the watcher's path records an edit once its file has not changed for this long
+
+
+def record(wr: WorkspaceRules, quiet_s: float = 0.0) -> list[str]:
+    """Record every pending hand edit; returns the paths rewritten. With ``quiet_s``, an edit whose file changed
+    less than that long ago stays pending (``pending_quiet``): a person who saves twice in a row is never
+    overwritten by the record of the first save. A change of the daemon's own records them all first (0)."""
     written = []
+    now = time.time()
     for edit in wr.rules.take_hand_edits():
+        if quiet_s and _changed_since(wr, edit.path, now - quiet_s):
+            wr.rules.requeue(edit)
+            continue
         if _record_one(wr, edit):
             written.append(edit.path)
     if written:
         wr.rules.reload(written)
     return written
+
+
+def _changed_since(wr: WorkspaceRules, rel: str, when: float) -> bool:
+    try:
+        return os.stat(wr.root / rel).st_mtime > when
+    except OSError:
+        return False  # gone: _record_one finds nothing to number
 
 
 def _record_one(wr: WorkspaceRules, edit: HandEdit) -> bool:

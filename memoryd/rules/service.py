@@ -137,8 +137,20 @@ class RulesService:
         if changed:
             log.info("rules_reloaded", workspace_id=ws.id, files=len(paths or ()), generation=wr.rules.generation)
         if wr.rules.hand_edits:
-            written: list[str] = await self._locked(ws, handedit.record)
+            written: list[str] = await self._locked(ws, lambda w: handedit.record(w, handedit.QUIET_S))
             await self._reindex(ws, written)
+            if wr.rules.hand_edits and self._tg is not None and not wr.record_later:
+                wr.record_later = True  # edits still too fresh: look again once they have been quiet
+                self._tg.start_soon(task("rules_record_later", self._record_later, ws, workspace_id=ws.id))
+
+    async def _record_later(self, ws: Workspace) -> None:
+        wr = self._by_id.get(ws.id)
+        try:
+            await anyio.sleep(handedit.QUIET_S)
+        finally:
+            if wr is not None:
+                wr.record_later = False
+        await self.files_changed(ws, [])
 
     async def _locked(self, ws: Workspace, work: Any) -> Any:
         wr = await self._ready(ws)
