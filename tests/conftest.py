@@ -27,9 +27,25 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+_SHORT_TMPS: list[Path] = []
+
+
 def short_tmp(prefix: str = "md") -> Path:
-    # macOS caps socket paths at 104 bytes: keep them under /tmp.
-    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    """A fresh directory under /tmp (macOS caps socket paths at 104 bytes), removed when the test session ends."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    _SHORT_TMPS.append(path)
+    return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_short_tmps() -> Iterator[None]:
+    yield
+    for path in _SHORT_TMPS:
+        with contextlib.suppress(OSError):
+            for sub in path.rglob("*"):  # tests make some files read-only or unreadable: let rmtree in
+                if sub.is_dir() and not sub.is_symlink():
+                    sub.chmod(0o700)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def wait_for(predicate: Any, timeout: float = 10.0) -> Any:
