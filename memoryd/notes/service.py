@@ -6,9 +6,7 @@ files or index. Blocking work (SQLite, file I/O) runs in worker threads.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -22,27 +20,20 @@ import structlog
 
 from memoryd.config import Settings
 from memoryd.errors import AppError
-from memoryd.fsio import FileTooLarge, NotRegularFile, confine, read_regular, within
-from memoryd.notes import append, daily, healing
+from memoryd.notes import append, daily, files, healing
 from memoryd.pool import ThreadPool
 from memoryd.store.index import Hit, NoteIndex, SyncReport
-from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind, kind_of, refusal
+from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
 from memoryd.store.readers import IndexCorrupted
 from memoryd.tasks import task
-from memoryd.text import chunker, passages, textindex
+from memoryd.text import passages, textindex
 from memoryd.watch import WorkspaceWatcher
 from memoryd.workspaces import Workspace
 
-GET_HINT = (
-    "Name a memory file relative to the workspace root, as search prints it: memory/*.md, or rule YAML under "
-    "spec/memory/profiles/, spec/memory/candidates/ or data/memory/overrides/."
-)
 log = structlog.get_logger("memoryd.notes")
 
-KNOWN_FILES = {"MEMORY.md", "INSIGHTS.md", "HISTORY.md"}
 # Markdown memory, and the rule files the index also covers (the rules service reloads them on change).
 WATCHED = ["memory", "spec/memory", OVERRIDES]
-_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
 
 @dataclass(eq=False)
@@ -351,56 +342,8 @@ class NotesService:
     # --- get ----------------------------------------------------------------------------------------------
 
     async def get(self, ws: Workspace, path: str, from_line: int, lines: int) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(lambda: self._read(ws, path, from_line, lines))
-
-    def _read(self, ws: Workspace, path: str, from_line: int, lines: int) -> dict[str, Any]:
-        try:
-            target = confine(ws.path, path, suffixes=SUFFIXES)
-        except AppError as exc:
-            raise AppError(exc.name, exc.message, hint=GET_HINT) from None
-        rel = target.relative_to(ws.path).as_posix()
-        if file_kind(rel) is None:  # what the index covers, nothing else
-            raise AppError(
-                "MEMORY_PATH_TRAVERSAL",
-                f"{rel} is not a memory file: only Markdown under memory/ and rule YAML under spec/memory/profiles/, "
-                "spec/memory/candidates/ and data/memory/overrides/ can be read",
-                hint=GET_HINT,
-            )
         limit = self.settings.index_max_file_bytes
-        try:
-            data = read_regular(target, limit)  # never a FIFO (it would block this thread) nor a device
-        except (FileNotFoundError, NotADirectoryError) as exc:
-            raise AppError(
-                "MEMORY_FILE_NOT_FOUND",
-                f"Memory file not found: {rel}",
-                hint="Use a path search printed, relative to the workspace root (e.g. memory/2026-01-01.md); "
-                "`ls memory/` lists the daily files.",
-            ) from exc
-        except FileTooLarge as exc:
-            raise AppError(
-                "MEMORY_FILE_REFUSED",
-                f"{rel} is {exc.size} bytes; the limit is {exc.limit}",
-                hint="Split the file, or raise index_max_file_bytes; larger files are not indexed either.",
-            ) from exc
-        except NotRegularFile as exc:
-            what = _kind(target)
-            if what.endswith("a directory"):  # as before: no file of that name
-                raise AppError("MEMORY_FILE_NOT_FOUND", f"{rel} is a directory") from exc
-            raise AppError("MEMORY_FILE_REFUSED", f"{rel} is {what.replace(': ', ' (')})") from exc
-        except OSError as exc:
-            if exc.errno == errno.ENAMETOOLONG:
-                raise AppError("MEMORY_PATH_TRAVERSAL", "Path is too long") from exc
-            raise AppError("MEMORY_READ_FAILED", f"Cannot read {rel}: {exc.strerror}") from exc
-        # numbered as the index and editors number them
-        all_lines = chunker.split_lines(data.decode("utf-8", errors="replace"))
-        chosen = all_lines[from_line - 1 : from_line - 1 + lines]
-        return {
-            "path": rel,
-            "from_line": from_line,
-            "lines": len(chosen),
-            "total_lines": len(all_lines),
-            "text": "\n".join(chosen) + ("\n" if chosen else ""),
-        }
+        return await anyio.to_thread.run_sync(lambda: files.read(ws.path, path, from_line, lines, limit))
 
     async def sync_paths(self, ws: Workspace, rels: list[str], *, wait_max: int = 50) -> None:
         """Index files the rules service changed: at once when there are at most ``wait_max`` (search finds them
@@ -473,7 +416,8 @@ class NotesService:
         }
 
     async def validate(self, ws: Workspace) -> dict[str, Any]:
-        problems = await anyio.to_thread.run_sync(lambda: self._validate(ws))
+        limit = self.settings.index_max_file_bytes
+        problems = await anyio.to_thread.run_sync(lambda: files.validate_tree(ws.path, limit))
         return {
             "workspace_id": ws.id,
             "ok": not any(p.severity == "error" for p in problems),
@@ -481,88 +425,6 @@ class NotesService:
                 {"severity": p.severity, "path": p.path, "line": p.line, "message": p.message} for p in problems
             ],
         }
-
-    def _validate(self, ws: Workspace) -> list[daily.Problem]:
-        root = ws.path
-        memory = root / "memory"
-        problems: list[daily.Problem] = []
-        if not memory.is_dir():
-            return [daily.Problem("error", "memory/", None, "memory/ is missing: run `memoryctl init` to create it")]
-        if memory.is_symlink() and within(root, memory) in (None, root):
-            problems.append(daily.Problem("error", "memory/", None, "memory/ is a symlink out of the workspace"))
-        limit = self.settings.index_max_file_bytes
-        for dirpath, dirnames, filenames in os.walk(memory):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for name in sorted(filenames):
-                full = Path(dirpath) / name
-                rel = full.relative_to(root).as_posix()
-                if name.startswith("."):
-                    continue
-                refused = refusal(root, full)  # a loop, dangling, or out of the workspace: never followed
-                if refused is not None:
-                    message = _REFUSALS.get(refused, refused)
-                    problems.append(daily.Problem("error", rel, None, f"{message}: not read, not indexed"))
-                    continue
-                parent = full.parent.relative_to(memory).as_posix()
-                if not name.endswith(".md"):
-                    problems.append(daily.Problem("warning", rel, None, "not a Markdown file: it is not indexed"))
-                    continue
-                in_layout = (parent == "." and (name in KNOWN_FILES or daily.DAILY_NAME.match(name))) or (
-                    parent == "archive" and daily.DAILY_NAME.match(name)
-                )
-                if not in_layout:
-                    problems.append(
-                        daily.Problem(
-                            "warning",
-                            rel,
-                            None,
-                            "outside the layout (MEMORY.md, INSIGHTS.md, HISTORY.md, YYYY-MM-DD.md, archive/): "
-                            "still indexed and searchable",
-                        )
-                    )
-                try:
-                    text = read_regular(full, limit).decode("utf-8")
-                except UnicodeDecodeError:
-                    problems.append(daily.Problem("error", rel, None, "not valid UTF-8"))
-                    continue
-                except FileTooLarge as exc:
-                    message = f"{exc.size} bytes, over the limit of {exc.limit} (index_max_file_bytes): not indexed"
-                    problems.append(daily.Problem("error", rel, None, message))
-                    continue
-                except NotRegularFile:
-                    problems.append(daily.Problem("error", rel, None, f"{_kind(full)}: not read, not indexed"))
-                    continue
-                except FileNotFoundError:  # gone since the walk
-                    continue
-                except OSError as exc:
-                    problems.append(daily.Problem("error", rel, None, f"unreadable: {exc.strerror}"))
-                    continue
-                problems += daily.check_daily(rel, text)
-                problems += self._links(root, full, rel, text)
-        return problems
-
-    @staticmethod
-    def _links(root: Path, full: Path, rel: str, text: str) -> list[daily.Problem]:
-        problems = []
-        for number, line in enumerate(text.splitlines(), 1):
-            for target in _LINK.findall(line):
-                if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE) or target.startswith("#"):
-                    continue
-                clean = target.split("#", 1)[0]
-                if not clean:
-                    continue
-                resolved = (root / clean.lstrip("/")) if clean.startswith("/") else (full.parent / clean)
-                inside = within(root, resolved)
-                leaves = inside is None and _resolvable(resolved)  # a loop or too long a name: broken instead
-                try:
-                    broken = not leaves and (inside is None or not inside.exists())
-                except OSError:
-                    broken = True
-                if leaves:
-                    problems.append(daily.Problem("error", rel, number, f"link leaves the workspace: {target}"))
-                elif broken:
-                    problems.append(daily.Problem("warning", rel, number, f"broken link: {target}"))
-        return problems
 
     async def status(self, ws: Workspace) -> dict[str, Any]:
         notes = self.get_notes(ws)
@@ -611,24 +473,6 @@ class NotesService:
             or (None if notes.heal_failed is None else f"index file {notes.heal_failed}: the rebuild failed"),
             "recommended": recommended,
         }
-
-
-_REFUSALS = {"symlink out of the workspace": "symlink points outside the workspace"}
-
-
-def _resolvable(path: Path) -> bool:
-    try:
-        path.resolve()
-    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
-        return False
-    return True
-
-
-def _kind(full: Path) -> str:
-    try:
-        return kind_of(full.stat().st_mode)
-    except OSError:
-        return "not a regular file"
 
 
 def rjieba_ok() -> bool:

@@ -1,0 +1,174 @@
+"""Reading memory files for ``get`` and checking them for ``validate``: plain functions over a workspace's root
+and the limits they are given (the service passes its settings down)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from memoryd.errors import AppError
+from memoryd.fsio import FileTooLarge, NotRegularFile, confine, read_regular, within
+from memoryd.notes import daily
+from memoryd.store.prepare import SUFFIXES, file_kind, kind_of, refusal
+from memoryd.text import chunker
+
+GET_HINT = (
+    "Name a memory file relative to the workspace root, as search prints it: memory/*.md, or rule YAML under "
+    "spec/memory/profiles/, spec/memory/candidates/ or data/memory/overrides/."
+)
+KNOWN_FILES = {"MEMORY.md", "INSIGHTS.md", "HISTORY.md"}
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def read(root: Path, path: str, from_line: int, lines: int, limit: int) -> dict[str, Any]:
+    """Lines ``from_line``… of a memory file ``path`` (relative to the workspace ``root``), numbered as the index
+    numbers them; only files the index covers, only regular files up to ``limit`` bytes."""
+    try:
+        target = confine(root, path, suffixes=SUFFIXES)
+    except AppError as exc:
+        raise AppError(exc.name, exc.message, hint=GET_HINT) from None
+    rel = target.relative_to(root).as_posix()
+    if file_kind(rel) is None:  # what the index covers, nothing else
+        raise AppError(
+            "MEMORY_PATH_TRAVERSAL",
+            f"{rel} is not a memory file: only Markdown under memory/ and rule YAML under spec/memory/profiles/, "
+            "spec/memory/candidates/ and data/memory/overrides/ can be read",
+            hint=GET_HINT,
+        )
+    try:
+        data = read_regular(target, limit)  # never a FIFO (it would block this thread) nor a device
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise AppError(
+            "MEMORY_FILE_NOT_FOUND",
+            f"Memory file not found: {rel}",
+            hint="Use a path search printed, relative to the workspace root (e.g. memory/2026-01-01.md); "
+            "`ls memory/` lists the daily files.",
+        ) from exc
+    except FileTooLarge as exc:
+        raise AppError(
+            "MEMORY_FILE_REFUSED",
+            f"{rel} is {exc.size} bytes; the limit is {exc.limit}",
+            hint="Split the file, or raise index_max_file_bytes; larger files are not indexed either.",
+        ) from exc
+    except NotRegularFile as exc:
+        what = _kind(target)
+        if what.endswith("a directory"):  # as before: no file of that name
+            raise AppError("MEMORY_FILE_NOT_FOUND", f"{rel} is a directory") from exc
+        raise AppError("MEMORY_FILE_REFUSED", f"{rel} is {what.replace(': ', ' (')})") from exc
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise AppError("MEMORY_PATH_TRAVERSAL", "Path is too long") from exc
+        raise AppError("MEMORY_READ_FAILED", f"Cannot read {rel}: {exc.strerror}") from exc
+    # numbered as the index and editors number them
+    all_lines = chunker.split_lines(data.decode("utf-8", errors="replace"))
+    chosen = all_lines[from_line - 1 : from_line - 1 + lines]
+    return {
+        "path": rel,
+        "from_line": from_line,
+        "lines": len(chosen),
+        "total_lines": len(all_lines),
+        "text": "\n".join(chosen) + ("\n" if chosen else ""),
+    }
+
+
+def validate_tree(root: Path, limit: int) -> list[daily.Problem]:
+    """The problems of a workspace's memory/ tree: layout, unreadable or refused files, daily headings, links."""
+    memory = root / "memory"
+    problems: list[daily.Problem] = []
+    if not memory.is_dir():
+        return [daily.Problem("error", "memory/", None, "memory/ is missing: run `memoryctl init` to create it")]
+    if memory.is_symlink() and within(root, memory) in (None, root):
+        problems.append(daily.Problem("error", "memory/", None, "memory/ is a symlink out of the workspace"))
+    for dirpath, dirnames, filenames in os.walk(memory):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            full = Path(dirpath) / name
+            rel = full.relative_to(root).as_posix()
+            if name.startswith("."):
+                continue
+            refused = refusal(root, full)  # a loop, dangling, or out of the workspace: never followed
+            if refused is not None:
+                message = _REFUSALS.get(refused, refused)
+                problems.append(daily.Problem("error", rel, None, f"{message}: not read, not indexed"))
+                continue
+            parent = full.parent.relative_to(memory).as_posix()
+            if not name.endswith(".md"):
+                problems.append(daily.Problem("warning", rel, None, "not a Markdown file: it is not indexed"))
+                continue
+            in_layout = (parent == "." and (name in KNOWN_FILES or daily.DAILY_NAME.match(name))) or (
+                parent == "archive" and daily.DAILY_NAME.match(name)
+            )
+            if not in_layout:
+                problems.append(
+                    daily.Problem(
+                        "warning",
+                        rel,
+                        None,
+                        "outside the layout (MEMORY.md, INSIGHTS.md, HISTORY.md, YYYY-MM-DD.md, archive/): "
+                        "still indexed and searchable",
+                    )
+                )
+            try:
+                text = read_regular(full, limit).decode("utf-8")
+            except UnicodeDecodeError:
+                problems.append(daily.Problem("error", rel, None, "not valid UTF-8"))
+                continue
+            except FileTooLarge as exc:
+                message = f"{exc.size} bytes, over the limit of {exc.limit} (index_max_file_bytes): not indexed"
+                problems.append(daily.Problem("error", rel, None, message))
+                continue
+            except NotRegularFile:
+                problems.append(daily.Problem("error", rel, None, f"{_kind(full)}: not read, not indexed"))
+                continue
+            except FileNotFoundError:  # gone since the walk
+                continue
+            except OSError as exc:
+                problems.append(daily.Problem("error", rel, None, f"unreadable: {exc.strerror}"))
+                continue
+            problems += daily.check_daily(rel, text)
+            problems += _links(root, full, rel, text)
+    return problems
+
+
+def _links(root: Path, full: Path, rel: str, text: str) -> list[daily.Problem]:
+    problems = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for target in _LINK.findall(line):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE) or target.startswith("#"):
+                continue
+            clean = target.split("#", 1)[0]
+            if not clean:
+                continue
+            resolved = (root / clean.lstrip("/")) if clean.startswith("/") else (full.parent / clean)
+            inside = within(root, resolved)
+            leaves = inside is None and _resolvable(resolved)  # a loop or too long a name: broken instead
+            try:
+                broken = not leaves and (inside is None or not inside.exists())
+            except OSError:
+                broken = True
+            if leaves:
+                problems.append(daily.Problem("error", rel, number, f"link leaves the workspace: {target}"))
+            elif broken:
+                problems.append(daily.Problem("warning", rel, number, f"broken link: {target}"))
+    return problems
+
+
+_REFUSALS = {"symlink out of the workspace": "symlink points outside the workspace"}
+
+
+def _resolvable(path: Path) -> bool:
+    try:
+        path.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (Python < 3.13)
+        return False
+    return True
+
+
+def _kind(full: Path) -> str:
+    try:
+        return kind_of(full.stat().st_mode)
+    except OSError:
+        return "not a regular file"
