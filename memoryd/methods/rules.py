@@ -34,19 +34,19 @@ def register(d: Dispatcher) -> None:
     async def observe(ctx: Context, p: ObserveParams) -> ObserveResult:
         """Append one observation (evidence) to runs/<run_id>/observations.jsonl or data/memory/observations.jsonl."""
         app = services(ctx)
-        return ObserveResult(**await app.rules.observe(await app.workspace(p.workspace, write=not p.dry_run), p))
+        return await app.rules.observe(await app.workspace(p.workspace, write=not p.dry_run), p)
 
     @d.register("compile.prepare", PrepareParams, PrepareResult, writes=True)
     async def prepare(ctx: Context, p: PrepareParams) -> PrepareResult:
         """Gather uncompiled observations and the current rules into compile_request.json for the host's LLM."""
         app = services(ctx)
-        return PrepareResult(**await app.rules.prepare(await app.workspace(p.workspace, write=True), p))
+        return await app.rules.prepare(await app.workspace(p.workspace, write=True), p)
 
     @d.register("compile.apply", ApplyParams, ApplyResult, writes=True)
     async def apply(ctx: Context, p: ApplyParams) -> ApplyResult:
         """Validate a compile response and write rules, candidates and overrides (journaled, idempotent)."""
         app = services(ctx)
-        return ApplyResult(**await app.rules.apply(await app.workspace(p.workspace, write=not p.dry_run), p))
+        return await app.rules.apply(await app.workspace(p.workspace, write=not p.dry_run), p)
 
     @d.register("resolve", ResolveParams, ResolveResult)
     async def resolve(ctx: Context, p: ResolveParams) -> ResolveResult:
@@ -58,42 +58,42 @@ def register(d: Dispatcher) -> None:
     async def rules_search(ctx: Context, p: RulesSearchParams) -> RulesSearchResult:
         """List rules by model, firmware version, layer and words."""
         app = services(ctx)
-        return RulesSearchResult(**await app.rules.search(await app.workspace(p.workspace), p))
+        return await app.rules.search(await app.workspace(p.workspace), p)
 
     @d.register("rules.show", RuleRef, RulesShowResult)
     async def rules_show(ctx: Context, p: RuleRef) -> RulesShowResult:
         """One rule with its provenance observations expanded and its change history."""
         app = services(ctx)
-        return RulesShowResult(**await app.rules.show(await app.workspace(p.workspace), p))
+        return await app.rules.show(await app.workspace(p.workspace), p)
 
     @d.register("rules.diff", RulesDiffParams, RulesDiffResult)
     async def rules_diff(ctx: Context, p: RulesDiffParams) -> RulesDiffResult:
         """Compare two revisions of a rule (from the backups kept by every change)."""
         app = services(ctx)
-        return RulesDiffResult(**await app.rules.diff(await app.workspace(p.workspace), p))
+        return await app.rules.diff(await app.workspace(p.workspace), p)
 
     @d.register("timeline", TimelineParams, TimelineResult)
     async def timeline(ctx: Context, p: TimelineParams) -> TimelineResult:
         """Observations and changes (apply, promote, reject) interleaved by time, newest first."""
         app = services(ctx)
-        return TimelineResult(**await app.rules.timeline(await app.workspace(p.workspace), p))
+        return await app.rules.timeline(await app.workspace(p.workspace), p)
 
     @d.register("candidates.list", CandidatesListParams, CandidatesListResult)
     async def candidates_list(ctx: Context, p: CandidatesListParams) -> CandidatesListResult:
         """Low-confidence rules waiting for review."""
         app = services(ctx)
-        return CandidatesListResult(**await app.rules.candidates(await app.workspace(p.workspace), p))
+        return await app.rules.candidates(await app.workspace(p.workspace), p)
 
     @d.register("candidates.promote", CandidateRef, CandidateMoveResult, writes=True)
     async def candidates_promote(ctx: Context, p: CandidateRef) -> CandidateMoveResult:
         """Move a candidate into profiles/ (or its instance's overrides), with history and a backup."""
         app = services(ctx)
         ws = await app.workspace(p.workspace, write=not p.dry_run)
-        return CandidateMoveResult(**await app.rules.move_candidate(ws, p, "promote"))
+        return await app.rules.move_candidate(ws, p, "promote")
 
     @d.register("candidates.reject", CandidateRef, CandidateMoveResult, writes=True)
     async def candidates_reject(ctx: Context, p: CandidateRef) -> CandidateMoveResult:
         """Remove a candidate (its pre-image stays in backups/, the reason in history)."""
         app = services(ctx)
         ws = await app.workspace(p.workspace, write=not p.dry_run)
-        return CandidateMoveResult(**await app.rules.move_candidate(ws, p, "reject"))
+        return await app.rules.move_candidate(ws, p, "reject")

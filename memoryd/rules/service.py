@@ -12,18 +12,20 @@ from __future__ import annotations
 import errno
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 import anyio.abc
 import orjson
 import structlog
+from pydantic import BaseModel
 
 from memoryd import ids
 from memoryd.config import Settings
 from memoryd.errors import AppError
 from memoryd.fsio import append_line, confine
 from memoryd.notes.daily import strip_private
+from memoryd.rules import api as m
 from memoryd.rules import changes, handedit, journal, review
 from memoryd.rules import compile as comp
 from memoryd.rules.evidence import EvidenceStore, file_of
@@ -36,8 +38,8 @@ from memoryd.workspaces import Workspace
 
 if TYPE_CHECKING:
     from memoryd.notes.service import NotesService
-    from memoryd.rules import api as m
 
+_R = TypeVar("_R", bound=BaseModel)
 log = structlog.get_logger("memoryd.rules")
 
 
@@ -172,7 +174,7 @@ class RulesService:
 
     # --- observe ------------------------------------------------------------------------------------------
 
-    async def observe(self, ws: Workspace, p: m.ObserveParams) -> dict[str, Any]:
+    async def observe(self, ws: Workspace, p: m.ObserveParams) -> m.ObserveResult:
         text = strip_private(p.text)
         if not text.strip():
             raise AppError("MEMORY_EMPTY")
@@ -197,9 +199,9 @@ class RulesService:
                 limit=self.settings.observe_max_bytes,
             )
         rel = file_of(p.run_id)
-        result = {"observation_id": observation_id, "ts": record.ts, "path": rel}
+        result = m.ObserveResult(observation_id=observation_id, ts=record.ts, path=rel)
         if p.dry_run:
-            return {**result, "dry_run": True}
+            return result.model_copy(update={"dry_run": True})
         wr = await self._ready(ws)
 
         def write() -> None:
@@ -215,20 +217,18 @@ class RulesService:
 
     # --- compile.prepare and compile.apply ----------------------------------------------------------------
 
-    async def prepare(self, ws: Workspace, p: m.PrepareParams) -> dict[str, Any]:
-        result: dict[str, Any] = await self._locked(ws, lambda wr: changes.prepare(self.settings, wr, p))
-        return result
+    async def prepare(self, ws: Workspace, p: m.PrepareParams) -> m.PrepareResult:
+        result = await self._locked(ws, lambda wr: changes.prepare(self.settings, wr, p))
+        return m.PrepareResult.model_validate(result)
 
-    async def apply(self, ws: Workspace, p: m.ApplyParams) -> dict[str, Any]:
-        result: dict[str, Any] = await self._locked(ws, lambda wr: changes.apply(self.settings, wr, p))
-        await self._reindex(ws, [w["path"] for w in result["writes"] if w["action"] != "unchanged"])
+    async def apply(self, ws: Workspace, p: m.ApplyParams) -> m.ApplyResult:
+        result = m.ApplyResult.model_validate(await self._locked(ws, lambda wr: changes.apply(self.settings, wr, p)))
+        await self._reindex(ws, [w.path for w in result.writes if w.action != "unchanged"])
         return result
 
     # --- resolve ------------------------------------------------------------------------------------------
 
     async def resolve(self, ws: Workspace, p: m.ResolveParams) -> m.ResolveResult:
-        from memoryd.rules.api import ResolveResult
-
         wr = await self._ready(ws)
         rules = wr.rules
         if not self.settings.watch:  # no watcher to report hand edits: look at the files every time
@@ -237,7 +237,7 @@ class RulesService:
             answer = rules.resolve(p.model_id, p.fw_version, p.instance_id)  # cached per rule-set generation
         except FwRangeError as exc:
             raise AppError("MEMORY_VERSION_INVALID", str(exc)) from exc
-        return ResolveResult.model_validate(
+        return m.ResolveResult.model_validate(
             {
                 "model_id": p.model_id,
                 "fw_version": p.fw_version,
@@ -252,32 +252,31 @@ class RulesService:
 
     # --- audit and review ---------------------------------------------------------------------------------
 
-    async def _read(self, ws: Workspace, work: Any, p: Any) -> dict[str, Any]:
+    async def _read(self, ws: Workspace, work: Any, p: Any, result: type[_R]) -> _R:
         """A read-only review call: in a worker thread (they scan every rule or read files), without the lock."""
         wr = await self._ready(ws)
-        result: dict[str, Any] = await anyio.to_thread.run_sync(work, wr, p)
-        return result
+        return result.model_validate(await anyio.to_thread.run_sync(work, wr, p))
 
-    async def search(self, ws: Workspace, p: m.RulesSearchParams) -> dict[str, Any]:
-        return await self._read(ws, review.search, p)
+    async def search(self, ws: Workspace, p: m.RulesSearchParams) -> m.RulesSearchResult:
+        return await self._read(ws, review.search, p, m.RulesSearchResult)
 
-    async def show(self, ws: Workspace, p: m.RuleRef) -> dict[str, Any]:
-        return await self._read(ws, review.show, p)
+    async def show(self, ws: Workspace, p: m.RuleRef) -> m.RulesShowResult:
+        return await self._read(ws, review.show, p, m.RulesShowResult)
 
-    async def diff(self, ws: Workspace, p: m.RulesDiffParams) -> dict[str, Any]:
-        return await self._read(ws, review.diff, p)
+    async def diff(self, ws: Workspace, p: m.RulesDiffParams) -> m.RulesDiffResult:
+        return await self._read(ws, review.diff, p, m.RulesDiffResult)
 
-    async def timeline(self, ws: Workspace, p: m.TimelineParams) -> dict[str, Any]:
-        return await self._read(ws, review.timeline, p)
+    async def timeline(self, ws: Workspace, p: m.TimelineParams) -> m.TimelineResult:
+        return await self._read(ws, review.timeline, p, m.TimelineResult)
 
-    async def candidates(self, ws: Workspace, p: m.CandidatesListParams) -> dict[str, Any]:
-        return await self._read(ws, review.candidates, p)
+    async def candidates(self, ws: Workspace, p: m.CandidatesListParams) -> m.CandidatesListResult:
+        return await self._read(ws, review.candidates, p, m.CandidatesListResult)
 
     async def move_candidate(
         self, ws: Workspace, p: m.CandidateRef, action: Literal["promote", "reject"]
-    ) -> dict[str, Any]:
-        result: dict[str, Any] = await self._locked(ws, lambda wr: changes.move(wr, p, action))
-        await self._reindex(ws, [w["path"] for w in result["writes"]])
+    ) -> m.CandidateMoveResult:
+        result = m.CandidateMoveResult.model_validate(await self._locked(ws, lambda wr: changes.move(wr, p, action)))
+        await self._reindex(ws, [w.path for w in result.writes])
         return result
 
     # --- status and validate ------------------------------------------------------------------------------
