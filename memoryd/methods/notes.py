@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 from pydantic import Field, model_validator
 
 from memoryd.methods.services import Services, services
 from memoryd.models import OwnerToken, Wire, WorkspaceRef
+from memoryd.notes.api import (
+    GetResult,
+    IndexReport,
+    RememberResult,
+    SearchHit,
+    ValidationProblem,
+    ValidationReport,
+    WorkspaceHits,
+)
 from memoryd.rpc import Context, Dispatcher
 from memoryd.workspaces import Workspace
 
@@ -47,36 +56,11 @@ class RememberParams(Wire):
     scope: Literal["workspace"] = Field(default="workspace", description="Writes never take scope 'all'.")
 
 
-class RememberResult(Wire):
-    id: str = Field(description="Entry id: ent_ + milliseconds (hex) + random; unique and time-sortable.")
-    path: str = Field(description="Relative to the workspace, e.g. memory/2026-02-01.md.")
-    start_line: int
-    lines: int
-    heading: str
-    dry_run: bool | None = None
-    text: str | None = Field(default=None, description="With dry_run: the text that would be appended.")
-
-
 class SearchParams(ScopedParams):
     query: str = Field(max_length=100_000, description="Any text: words are OR-ranked by BM25; never FTS5 syntax.")
     limit: int = Field(default=8, ge=1, le=100)
     snippet_max_chars: int | None = Field(
         default=None, ge=20, le=4000, description="Snippet length; default the snippet_max_chars setting (700)."
-    )
-
-
-class SearchHit(Wire):
-    workspace_id: str
-    path: str
-    start_line: int = Field(description="The best passage's first line (a bullet, a paragraph, a code block).")
-    lines: int = Field(description="The passage's length in lines; `get` with from_line=start_line reads it.")
-    heading: str = Field(description="The `##` heading of the section the passage is in.")
-    section_start_line: int = Field(description="Where that section starts (its heading line).")
-    section_lines: int = Field(description="The section's length in lines.")
-    snippet: str
-    score: float = Field(
-        description="Higher is better: the section's BM25 relative to the best section's plus the passage's "
-        "relative to the best passage's (0-2)."
     )
 
 
@@ -94,28 +78,8 @@ class GetParams(Wire):
     lines: int = Field(default=40, ge=1, le=200)
 
 
-class GetResult(Wire):
-    path: str
-    from_line: int
-    lines: int
-    total_lines: int
-    text: str
-
-
 class IndexParams(ScopedParams):
     full: bool = Field(default=False, description="Rebuild from the files instead of an incremental pass.")
-
-
-class IndexReport(Wire):
-    workspace_id: str
-    files_indexed: int
-    files_removed: int
-    files_unchanged: int
-    bytes_indexed: int
-    files: int
-    chunks: int
-    rebuilt: bool
-    ms: float
 
 
 class IndexResult(Wire):
@@ -125,19 +89,6 @@ class IndexResult(Wire):
 
 class ValidateParams(ScopedParams):
     pass
-
-
-class ValidationProblem(Wire):
-    severity: Literal["error", "warning"]
-    path: str
-    line: int | None = None
-    message: str
-
-
-class ValidationReport(Wire):
-    workspace_id: str
-    ok: bool
-    problems: list[ValidationProblem]
 
 
 class ValidateResult(Wire):
@@ -162,7 +113,7 @@ def register(d: Dispatcher) -> None:
         result = await app.notes.remember(
             ws, kind=p.type, text=p.text, reason=p.reason, followup=p.followup, dry_run=p.dry_run
         )
-        return RememberResult(**result)
+        return result
 
     @d.register("search", SearchParams, SearchResult)
     async def search(ctx: Context, p: SearchParams) -> SearchResult:
@@ -176,7 +127,7 @@ def register(d: Dispatcher) -> None:
         workspaces = await targets(app, p)
         snippet = p.snippet_max_chars or app.settings.snippet_max_chars
         limit = min(p.limit, app.settings.search_max_limit)
-        answers: list[tuple[Workspace, dict[str, Any]]] = []
+        answers: list[tuple[Workspace, WorkspaceHits]] = []
 
         async def one(ws: Workspace) -> None:
             answers.append((ws, await app.notes.search(ws, p.query, limit, snippet)))
@@ -187,15 +138,18 @@ def register(d: Dispatcher) -> None:
             async with anyio.create_task_group() as tg:
                 for ws in workspaces:
                     tg.start_soon(one, ws)
-        merged = [h for _, a in answers for h in a["hits"]]
-        hits = sorted(merged, key=lambda h: (-h["score"], h["workspace_id"], h["path"], h["start_line"]))[:limit]
-        if p.scope == "all":  # name the workspace of each pending file
-            pending = sorted(f"{ws.id}:{f}" for ws, a in answers for f in a["pending"])
+        if len(answers) == 1:  # one workspace: already ranked
+            hits = answers[0][1].hits
         else:
-            pending = [f for _, a in answers for f in a["pending"]]
+            merged = [h for _, a in answers for h in a.hits]
+            hits = sorted(merged, key=lambda h: (-h.score, h.workspace_id, h.path, h.start_line))[:limit]
+        if p.scope == "all":  # name the workspace of each pending file
+            pending = sorted(f"{ws.id}:{f}" for ws, a in answers for f in a.pending)
+        else:
+            pending = [f for _, a in answers for f in a.pending]
         return SearchResult(
-            hits=[SearchHit(**h) for h in hits],
-            stale=any(a["stale"] for _, a in answers),
+            hits=hits,
+            stale=any(a.stale for _, a in answers),
             pending=pending,
             scope=p.scope,
         )
@@ -207,14 +161,14 @@ def register(d: Dispatcher) -> None:
         app = services(ctx)
         ws = await app.workspace(p.workspace)
         lines = min(p.lines, app.settings.get_max_lines)
-        return GetResult(**await app.notes.get(ws, p.path, p.from_line, lines))
+        return await app.notes.get(ws, p.path, p.from_line, lines)
 
     @d.register("index", IndexParams, IndexResult)
     async def index(ctx: Context, p: IndexParams) -> IndexResult:
         """Bring the index up to date (incremental by mtime + sha256), or rebuild it with full."""
         app = services(ctx)
         started = anyio.current_time()
-        reports = [IndexReport(**await app.notes.index(ws, full=p.full)) for ws in await targets(app, p)]
+        reports = [await app.notes.index(ws, full=p.full) for ws in await targets(app, p)]
         return IndexResult(workspaces=reports, ms=round((anyio.current_time() - started) * 1000, 2))
 
     @d.register("validate", ValidateParams, ValidateResult)
@@ -226,7 +180,7 @@ def register(d: Dispatcher) -> None:
         for ws in await targets(app, p):
             report = await app.notes.validate(ws)
             rules = await app.rules.validate(ws)
-            problems = report["problems"] + rules
-            ok = report["ok"] and not any(r["severity"] == "error" for r in rules)
-            reports.append(ValidationReport(**{**report, "problems": problems, "ok": ok}))
+            problems = report.problems + [ValidationProblem.model_validate(r) for r in rules]
+            ok = report.ok and not any(r["severity"] == "error" for r in rules)
+            reports.append(ValidationReport(workspace_id=report.workspace_id, ok=ok, problems=problems))
         return ValidateResult(ok=all(r.ok for r in reports), reports=reports)

@@ -20,7 +20,7 @@ import structlog
 
 from memoryd.config import Settings
 from memoryd.errors import AppError
-from memoryd.notes import append, daily, files, healing
+from memoryd.notes import api, append, daily, files, healing
 from memoryd.pool import ThreadPool
 from memoryd.store.index import Hit, NoteIndex, SyncReport
 from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
@@ -229,7 +229,7 @@ class NotesService:
 
     async def remember(
         self, ws: Workspace, *, kind: str, text: str, reason: str | None, followup: str | None, dry_run: bool
-    ) -> dict[str, Any]:
+    ) -> api.RememberResult:
         text = daily.strip_private(text)
         reason = daily.strip_private(reason) if reason else None
         followup = daily.strip_private(followup) if followup else None
@@ -248,7 +248,7 @@ class NotesService:
         request = append.Request(kind, text, reason, followup)
         if dry_run:
             async with notes.write_lock:
-                return await anyio.to_thread.run_sync(notes.writer.dry_run, request)
+                return api.RememberResult.model_validate(await anyio.to_thread.run_sync(notes.writer.dry_run, request))
         # Group commit: whoever holds the lock writes every remember queued meanwhile in one append and one fsync;
         # the others then find theirs done. anyio's lock is fair, so a caller waits for at most one batch ahead.
         notes.writer.queue.append(request)
@@ -264,7 +264,7 @@ class NotesService:
         if request.error is not None:
             raise request.error
         assert request.result is not None
-        return request.result
+        return api.RememberResult.model_validate(request.result)
 
     def _write(self, notes: WorkspaceNotes, batch: list[append.Request]) -> None:
         """Append ``batch`` to today's file and index it (worker thread); each request gets its answer."""
@@ -281,12 +281,12 @@ class NotesService:
 
     # --- search -------------------------------------------------------------------------------------------
 
-    async def search(self, ws: Workspace, query: str, limit: int, snippet_max_chars: int) -> dict[str, Any]:
+    async def search(self, ws: Workspace, query: str, limit: int, snippet_max_chars: int) -> api.WorkspaceHits:
         notes = await self._ready(self.get_notes(ws))
 
         # Everything but the RPC itself runs in a worker thread (query parsing, SQLite, snippets): searches of
         # one workspace then run side by side, each on its own read connection, not in turn on the event loop.
-        def run() -> tuple[list[dict[str, Any]] | None, str | None]:  # (None: failed, why the file needs a rebuild)
+        def run() -> tuple[list[api.SearchHit] | None, str | None]:  # (None: failed, why the file needs a rebuild)
             terms = textindex.match_terms(query)
             if not terms:
                 return [], None
@@ -317,33 +317,35 @@ class NotesService:
                 hint="Search again in a moment; `memoryctl status` shows when the rebuild is done.",
             )
         pending = sorted(notes.pending)
-        return {"hits": hits, "stale": bool(pending) or notes.full_rescan, "pending": pending}
+        return api.WorkspaceHits(hits=hits, stale=bool(pending) or notes.full_rescan, pending=pending)
 
     @staticmethod
-    def _hits(ws: Workspace, found: list[Hit], query: str, snippet_max_chars: int, limit: int) -> list[dict[str, Any]]:
+    def _hits(ws: Workspace, found: list[Hit], query: str, snippet_max_chars: int, limit: int) -> list[api.SearchHit]:
         """The sections' passages, ranked (text/passages.py); each names its lines and keeps its section."""
         words = textindex.query_words(query)
         sections = [(h.score, h.text.split("\n")) for h in found]
         return [
-            {
-                "workspace_id": ws.id,
-                "path": found[n].path,
-                "start_line": found[n].start_line + p.start,
-                "lines": p.end - p.start,
-                "heading": found[n].heading,
-                "section_start_line": found[n].start_line,
-                "section_lines": found[n].end_line - found[n].start_line + 1,
-                "snippet": passages.snippet(sections[n][1][p.start : p.end], p.matched, snippet_max_chars),
-                "score": score,
-            }
+            api.SearchHit(
+                workspace_id=ws.id,
+                path=found[n].path,
+                start_line=found[n].start_line + p.start,
+                lines=p.end - p.start,
+                heading=found[n].heading,
+                section_start_line=found[n].start_line,
+                section_lines=found[n].end_line - found[n].start_line + 1,
+                snippet=passages.snippet(sections[n][1][p.start : p.end], p.matched, snippet_max_chars),
+                score=score,
+            )
             for n, p, score in passages.ranked(sections, words, limit)
         ]
 
     # --- get ----------------------------------------------------------------------------------------------
 
-    async def get(self, ws: Workspace, path: str, from_line: int, lines: int) -> dict[str, Any]:
+    async def get(self, ws: Workspace, path: str, from_line: int, lines: int) -> api.GetResult:
         limit = self.settings.index_max_file_bytes
-        return await anyio.to_thread.run_sync(lambda: files.read(ws.path, path, from_line, lines, limit))
+        return api.GetResult.model_validate(
+            await anyio.to_thread.run_sync(lambda: files.read(ws.path, path, from_line, lines, limit))
+        )
 
     async def sync_paths(self, ws: Workspace, rels: list[str], *, wait_max: int = 50) -> None:
         """Index files the rules service changed: at once when there are at most ``wait_max`` (search finds them
@@ -365,7 +367,7 @@ class NotesService:
 
     # --- index, validate, status --------------------------------------------------------------------------
 
-    async def index(self, ws: Workspace, *, full: bool) -> dict[str, Any]:
+    async def index(self, ws: Workspace, *, full: bool) -> api.IndexReport:
         notes = self.get_notes(ws)
         await notes.opened.wait()
         if notes.open_error is not None:
@@ -403,28 +405,31 @@ class NotesService:
         if report.rebuilt:
             notes.wake.set()  # the indexer then merges the rebuild's segments once idle
         files, chunks = await anyio.to_thread.run_sync(notes.index.counts)
-        return {
-            "workspace_id": ws.id,
-            "files_indexed": report.files_indexed,
-            "files_removed": report.files_removed,
-            "files_unchanged": report.files_unchanged,
-            "bytes_indexed": report.bytes_indexed,
-            "files": files,
-            "chunks": chunks,
-            "rebuilt": report.rebuilt,
-            "ms": report.ms,
-        }
+        return api.IndexReport(
+            workspace_id=ws.id,
+            files_indexed=report.files_indexed,
+            files_removed=report.files_removed,
+            files_unchanged=report.files_unchanged,
+            bytes_indexed=report.bytes_indexed,
+            files=files,
+            chunks=chunks,
+            rebuilt=report.rebuilt,
+            ms=report.ms,
+        )
 
-    async def validate(self, ws: Workspace) -> dict[str, Any]:
+    async def validate(self, ws: Workspace) -> api.ValidationReport:
         limit = self.settings.index_max_file_bytes
         problems = await anyio.to_thread.run_sync(lambda: files.validate_tree(ws.path, limit))
-        return {
-            "workspace_id": ws.id,
-            "ok": not any(p.severity == "error" for p in problems),
-            "problems": [
-                {"severity": p.severity, "path": p.path, "line": p.line, "message": p.message} for p in problems
+        return api.ValidationReport(
+            workspace_id=ws.id,
+            ok=not any(p.severity == "error" for p in problems),
+            problems=[
+                api.ValidationProblem.model_validate(
+                    {"severity": p.severity, "path": p.path, "line": p.line, "message": p.message}
+                )
+                for p in problems
             ],
-        }
+        )
 
     async def status(self, ws: Workspace) -> dict[str, Any]:
         notes = self.get_notes(ws)

@@ -1,0 +1,77 @@
+"""The notes domain's answers: what remember, search, get, index and validate return for one workspace. Pydantic
+models defined in the domain (the service builds them; ``methods/notes.py`` registers the wire results made of
+them, so the generated schemas come from these classes)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from memoryd.models import Wire
+
+
+class RememberResult(Wire):
+    id: str = Field(description="Entry id: ent_ + milliseconds (hex) + random; unique and time-sortable.")
+    path: str = Field(description="Relative to the workspace, e.g. memory/2026-02-01.md.")
+    start_line: int
+    lines: int
+    heading: str
+    dry_run: bool | None = None
+    text: str | None = Field(default=None, description="With dry_run: the text that would be appended.")
+
+
+class SearchHit(Wire):
+    workspace_id: str
+    path: str
+    start_line: int = Field(description="The best passage's first line (a bullet, a paragraph, a code block).")
+    lines: int = Field(description="The passage's length in lines; `get` with from_line=start_line reads it.")
+    heading: str = Field(description="The `##` heading of the section the passage is in.")
+    section_start_line: int = Field(description="Where that section starts (its heading line).")
+    section_lines: int = Field(description="The section's length in lines.")
+    snippet: str
+    score: float = Field(
+        description="Higher is better: the section's BM25 relative to the best section's plus the passage's "
+        "relative to the best passage's (0-2)."
+    )
+
+
+class GetResult(Wire):
+    path: str
+    from_line: int
+    lines: int
+    total_lines: int
+    text: str
+
+
+class IndexReport(Wire):
+    workspace_id: str
+    files_indexed: int
+    files_removed: int
+    files_unchanged: int
+    bytes_indexed: int
+    files: int
+    chunks: int
+    rebuilt: bool
+    ms: float
+
+
+class ValidationProblem(Wire):
+    severity: Literal["error", "warning"]
+    path: str
+    line: int | None = None
+    message: str
+
+
+class ValidationReport(Wire):
+    workspace_id: str
+    ok: bool
+    problems: list[ValidationProblem]
+
+
+class WorkspaceHits(Wire):
+    """One workspace's answer to a search; the handler merges several for the owner's view."""
+
+    hits: list[SearchHit]
+    stale: bool
+    pending: list[str]
