@@ -16,37 +16,54 @@ from memoryctl import paths
 
 @dataclass(frozen=True, slots=True)
 class Dirs:
-    """The daemon's directories (see memoryctl.paths for how they are chosen)."""
+    """The daemon's directories as ``Path`` objects: a typed view of ``memoryctl.paths.Dirs``, the one place that
+    chooses them (MEMORYD_HOME, XDG, macOS) and names the files in them; the client and the daemon never disagree."""
 
-    home: Path | None
-    config: Path
-    state: Path
-    run: Path
+    where: paths.Dirs
 
     @classmethod
     def resolve(cls, home: str | None = None) -> Dirs:
-        raw = paths.resolve_dirs(home)
-        return cls(None if raw.home is None else Path(raw.home), Path(raw.config), Path(raw.state), Path(raw.run))
+        return cls(paths.resolve_dirs(home))
+
+    @property
+    def home(self) -> Path | None:
+        return None if self.where.home is None else Path(self.where.home)
+
+    @property
+    def config(self) -> Path:
+        return Path(self.where.config)
+
+    @property
+    def state(self) -> Path:
+        return Path(self.where.state)
+
+    @property
+    def run(self) -> Path:
+        return Path(self.where.run)
 
     @property
     def owner_token(self) -> Path:
-        return self.config / "owner.token"
+        return Path(self.where.owner_token)
 
     @property
     def settings_file(self) -> Path:
-        return self.config / "memoryd.yaml"
+        return Path(self.where.settings_file)
 
     @property
     def registry(self) -> Path:
-        return self.config / "workspaces.yaml"
+        return Path(self.where.registry)
 
     @property
     def pid_file(self) -> Path:
-        return self.run / "memoryd.pid"
+        return Path(self.where.pid_file)
 
     @property
     def lock_file(self) -> Path:
-        return self.run / "memoryd.lock"
+        return Path(self.where.lock_file)
+
+    @property
+    def log_file(self) -> Path:
+        return Path(self.where.log_file)
 
     @property
     def workspaces_state(self) -> Path:
