@@ -14,9 +14,10 @@ from memoryd import __version__
 from memoryd import log as logsetup
 from memoryd.config import Settings
 from memoryd.errors import AppError
-from memoryd.notes.service import NotesService
+from memoryd.notes.service import NotesService, NotesSettings
 from memoryd.rpc import Context, Dispatcher
 from memoryd.rules.service import RulesService
+from memoryd.rules.settings import RulesSettings
 from memoryd.tasks import guarded, task
 from memoryd.workspaces import OwnerToken, Registry, Workspace
 from memoryd.wslock import WorkspaceLock
@@ -47,8 +48,29 @@ class App:
         self.dispatcher = build_dispatcher()
         self.dispatcher.max_batch_members = settings.max_batch_members
         self.dispatcher.max_reply_bytes = settings.max_reply_bytes
-        self.notes = NotesService(settings)
-        self.rules = RulesService(settings, self.notes)
+        self.notes = NotesService(
+            NotesSettings(
+                state_dir=settings.dirs.workspaces_state,
+                chunk_max_lines=settings.chunk_max_lines,
+                index_max_file_bytes=settings.index_max_file_bytes,
+                remember_max_bytes=settings.remember_max_bytes,
+                merge_idle_s=settings.merge_idle_s,
+                watch=settings.watch,
+                watch_debounce_ms=settings.watch_debounce_ms,
+                reconcile_interval_s=settings.reconcile_interval_s,
+            )
+        )
+        self.rules = RulesService(
+            RulesSettings(
+                min_confidence=settings.min_confidence,
+                compile_max_observations=settings.compile_max_observations,
+                compile_max_request_bytes=settings.compile_max_request_bytes,
+                observe_max_bytes=settings.observe_max_bytes,
+                rule_max_file_bytes=settings.rule_max_file_bytes,
+                watch=settings.watch,
+            ),
+            self.notes,
+        )
         self.notes.on_rules_changed = self._rules_changed
         self.locks: dict[str, WorkspaceLock] = {}
         self.rules.may_write = lambda ws: self._lock(ws).held

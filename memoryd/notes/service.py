@@ -18,7 +18,6 @@ import anyio
 import anyio.abc
 import structlog
 
-from memoryd.config import Settings
 from memoryd.errors import AppError
 from memoryd.notes import api, append, daily, files, healing
 from memoryd.pool import ThreadPool
@@ -64,8 +63,22 @@ class WorkspaceNotes:
         return self.ws.path
 
 
+@dataclass(frozen=True, slots=True)
+class NotesSettings:
+    """What the notes domain needs of the daemon's settings (the composition root reads them and passes these)."""
+
+    state_dir: Path  # index files go to <state_dir>/<workspace id>/index.sqlite
+    chunk_max_lines: int
+    index_max_file_bytes: int
+    remember_max_bytes: int
+    merge_idle_s: float
+    watch: bool
+    watch_debounce_ms: int
+    reconcile_interval_s: float
+
+
 class NotesService:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: NotesSettings) -> None:
         self.settings = settings
         self._by_id: dict[str, WorkspaceNotes] = {}
         self._tg: anyio.abc.TaskGroup | None = None
@@ -86,7 +99,7 @@ class NotesService:
         existing = self._by_id.get(ws.id)
         if existing is not None:
             return existing
-        db = self.settings.dirs.workspaces_state / ws.id / "index.sqlite"
+        db = self.settings.state_dir / ws.id / "index.sqlite"
         index = NoteIndex(
             ws.path,
             db,

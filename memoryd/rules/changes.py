@@ -15,7 +15,6 @@ import orjson
 import structlog
 
 from memoryd import ids
-from memoryd.config import Settings
 from memoryd.errors import AppError
 from memoryd.fsio import FileTooLarge, NotRegularFile, atomic_write, confine, read_regular
 from memoryd.notes.daily import strip_private
@@ -34,6 +33,7 @@ from memoryd.rules.models import (
     Rule,
 )
 from memoryd.rules.ruleset import Layer, LoadedRule, flatten, overrides_yaml, rule_yaml
+from memoryd.rules.settings import RulesSettings
 from memoryd.rules.workspace import WorkspaceRules
 from memoryd.store.prepare import CANDIDATES, OVERRIDES, PROFILES
 
@@ -49,7 +49,7 @@ RESPONSE_MAX_BYTES = 64 * 1024 * 1024  # a compile response read from a file (`c
 # --- compile.prepare -----------------------------------------------------------------------------------------------
 
 
-def prepare(settings: Settings, wr: WorkspaceRules, p: m.PrepareParams) -> dict[str, Any]:
+def prepare(settings: RulesSettings, wr: WorkspaceRules, p: m.PrepareParams) -> dict[str, Any]:
     wr.evidence.refresh()
     wr.rules.reload()
     handedit.record(wr)  # a hand edit not recorded yet is a revision before this change
@@ -124,7 +124,9 @@ def prepare(settings: Settings, wr: WorkspaceRules, p: m.PrepareParams) -> dict[
     return _prepared(first[0], first[1], len(chunks) - 1, resumed=False)
 
 
-def _request(settings: Settings, wr: WorkspaceRules, rid: str, record: dict[str, Any]) -> tuple[CompileRequest, str]:
+def _request(
+    settings: RulesSettings, wr: WorkspaceRules, rid: str, record: dict[str, Any]
+) -> tuple[CompileRequest, str]:
     """Build and write the request file of one outstanding request from the current rules and evidence; returns
     it and its path."""
     observations = [s.observation for oid in record["observation_ids"] if (s := wr.evidence.get(oid)) is not None]
@@ -187,7 +189,7 @@ def _load_response(wr: WorkspaceRules, p: m.ApplyParams) -> Any:
         ) from exc
 
 
-def apply(settings: Settings, wr: WorkspaceRules, p: m.ApplyParams) -> dict[str, Any]:
+def apply(settings: RulesSettings, wr: WorkspaceRules, p: m.ApplyParams) -> dict[str, Any]:
     raw = _load_response(wr, p)
     wr.evidence.refresh()
     wr.rules.reload()
@@ -277,7 +279,7 @@ def apply(settings: Settings, wr: WorkspaceRules, p: m.ApplyParams) -> dict[str,
 
 
 def _plan(
-    settings: Settings, wr: WorkspaceRules, response: CompileResponse, now: str
+    settings: RulesSettings, wr: WorkspaceRules, response: CompileResponse, now: str
 ) -> tuple[list[journal.FileWrite], list[str]]:
     """The files the response changes: one per profile or candidate, one per touched override file."""
     threshold = settings.min_confidence

@@ -21,7 +21,6 @@ import structlog
 from pydantic import BaseModel
 
 from memoryd import ids
-from memoryd.config import Settings
 from memoryd.errors import AppError
 from memoryd.fsio import append_line, confine
 from memoryd.notes.daily import strip_private
@@ -32,6 +31,7 @@ from memoryd.rules.evidence import EvidenceStore, file_of
 from memoryd.rules.fwrange import FwRangeError
 from memoryd.rules.models import Observation, unrecommended
 from memoryd.rules.ruleset import RuleSet
+from memoryd.rules.settings import RulesSettings
 from memoryd.rules.workspace import WorkspaceRules
 from memoryd.tasks import task
 from memoryd.workspaces import Workspace
@@ -59,7 +59,7 @@ def _private(value: Any) -> Any:
 
 
 class RulesService:
-    def __init__(self, settings: Settings, notes: NotesService) -> None:
+    def __init__(self, settings: RulesSettings, notes: NotesService) -> None:
         self.settings = settings
         self.notes = notes
         self._by_id: dict[str, WorkspaceRules] = {}
