@@ -11,8 +11,10 @@ from pydantic import Field
 
 from memoryd.methods.services import Services, services
 from memoryd.models import Empty, OwnerToken, Wire, WorkspaceRef
+from memoryd.notes.api import NotesStatus
 from memoryd.notes.service import rjieba_ok as _rjieba_ok
 from memoryd.rpc import Context, Dispatcher
+from memoryd.rules.api import RulesStatus
 from memoryd.workspaces import Workspace
 
 
@@ -41,25 +43,6 @@ class StatusParams(Wire):
     owner_token: str | None = OwnerToken
 
 
-class IndexProgress(Wire):
-    done: int
-    total: int
-
-
-class RulesStatus(Wire):
-    profiles: int
-    overrides: int
-    candidates: int
-    observations: int
-    outstanding_requests: int = Field(description="compile requests prepared and not yet applied")
-    generation: int = Field(description="Bumped whenever the loaded rule set changes.")
-    errors: list[str] = Field(
-        description="Rule files that do not parse (their last good rules stay in effect) and skipped evidence lines."
-    )
-    recovered: list[str] = Field(description="Changes a crash interrupted, finished at start-up (run ids).")
-    error: str | None = None
-
-
 class WorkspaceLockStatus(Wire):
     held: bool = Field(description="True when this daemon holds the workspace's write lock; False: read-only here.")
     path: str = Field(description="The lock file (memory/.memoryd.lock).")
@@ -69,40 +52,7 @@ class WorkspaceLockStatus(Wire):
     since: str | None = Field(default=None, description="When the holder took it.")
 
 
-class RefusedFile(Wire):
-    path: str
-    reason: str
-
-
-class WorkspaceStatus(Wire):
-    workspace_id: str
-    path: str
-    name: str
-    index_path: str
-    files: int
-    chunks: int
-    segments: int = Field(
-        description="FTS5 segments of the index; a search reads each. Merged into one once idle after a rebuild "
-        "or a start that finds several."
-    )
-    dirty_files: list[str] = Field(description="Files whose mtime/size differ from the index (first 50).")
-    dirty_count: int
-    pending: list[str] = Field(description="Files the watcher reported and the indexer has not done yet.")
-    refused: list[RefusedFile] = Field(
-        default_factory=list,
-        description="Files named like memory files that are not indexed, with why: not a regular file (FIFO, "
-        "device), a symlink loop, dangling or out of the workspace, over index_max_file_bytes, unreadable "
-        "(first 50).",
-    )
-    refused_count: int = 0
-    last_indexed: str | None = None
-    rebuilt: str | None = Field(
-        default=None, description="Why the index was last rebuilt (missing, corrupt, version_changed, requested)."
-    )
-    watching: bool
-    indexing: IndexProgress | None = Field(default=None, description="Progress of an explicit index call in flight.")
-    error: str | None = None
-    recommended: str | None = Field(default=None, description="The next command to run when something is wrong.")
+class WorkspaceStatus(NotesStatus):
     rules: RulesStatus | None = Field(default=None, description="Evidence and rules (None while still loading).")
     lock: WorkspaceLockStatus | None = Field(
         default=None, description="Who may write this workspace (one daemon at a time; the others serve it read-only)."
@@ -181,10 +131,10 @@ def probes() -> Probes:
 async def _workspace_status(app: Services, ws: Workspace) -> WorkspaceStatus:
     notes = await app.notes.status(ws)
     rules = await app.rules.status(ws)
-    if rules is not None and rules["errors"] and notes["recommended"] is None:
-        notes["recommended"] = "memoryctl validate"
-    lock = WorkspaceLockStatus(**await app.lock_status(ws))
-    return WorkspaceStatus(**notes, rules=None if rules is None else RulesStatus(**rules), lock=lock)
+    if rules is not None and rules.errors and notes.recommended is None:
+        notes = notes.model_copy(update={"recommended": "memoryctl validate"})
+    lock = WorkspaceLockStatus.model_validate(await app.lock_status(ws))
+    return WorkspaceStatus.model_validate({**notes.model_dump(), "rules": rules, "lock": lock})
 
 
 def register(d: Dispatcher) -> None:

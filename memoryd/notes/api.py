@@ -69,6 +69,49 @@ class ValidationReport(Wire):
     problems: list[ValidationProblem]
 
 
+class IndexProgress(Wire):
+    done: int
+    total: int
+
+
+class RefusedFile(Wire):
+    path: str
+    reason: str
+
+
+class NotesStatus(Wire):
+    """One workspace's Markdown memory and its index, as status reports it."""
+
+    workspace_id: str
+    path: str
+    name: str
+    index_path: str
+    files: int
+    chunks: int
+    segments: int = Field(
+        description="FTS5 segments of the index; a search reads each. Merged into one once idle after a rebuild "
+        "or a start that finds several."
+    )
+    dirty_files: list[str] = Field(description="Files whose mtime/size differ from the index (first 50).")
+    dirty_count: int
+    pending: list[str] = Field(description="Files the watcher reported and the indexer has not done yet.")
+    refused: list[RefusedFile] = Field(
+        default_factory=list,
+        description="Files named like memory files that are not indexed, with why: not a regular file (FIFO, "
+        "device), a symlink loop, dangling or out of the workspace, over index_max_file_bytes, unreadable "
+        "(first 50).",
+    )
+    refused_count: int = 0
+    last_indexed: str | None = None
+    rebuilt: str | None = Field(
+        default=None, description="Why the index was last rebuilt (missing, corrupt, version_changed, requested)."
+    )
+    watching: bool
+    indexing: IndexProgress | None = Field(default=None, description="Progress of an explicit index call in flight.")
+    error: str | None = None
+    recommended: str | None = Field(default=None, description="The next command to run when something is wrong.")
+
+
 class WorkspaceHits(Wire):
     """One workspace's answer to a search; the handler merges several for the owner's view."""
 

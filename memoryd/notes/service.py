@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.abc
@@ -444,7 +443,7 @@ class NotesService:
             ],
         )
 
-    async def status(self, ws: Workspace) -> dict[str, Any]:
+    async def status(self, ws: Workspace) -> api.NotesStatus:
         notes = self.get_notes(ws)
         with anyio.move_on_after(5):
             await notes.opened.wait()
@@ -467,30 +466,32 @@ class NotesService:
             recommended = "memoryctl init"
         elif dirty and not notes.watching:
             recommended = "memoryctl index"
-        return {
-            "workspace_id": ws.id,
-            "path": str(ws.path),
-            "name": ws.name,
-            "index_path": str(notes.index.db_path),
-            "files": files,
-            "chunks": chunks,
-            "segments": segments,
-            "dirty_files": dirty[:50],
-            "dirty_count": len(dirty),
-            "pending": sorted(notes.pending)[:50],
-            "refused": [{"path": rel, "reason": why} for rel, why in sorted(refused.items())[:50]],
-            "refused_count": len(refused),
-            "last_indexed": None
+        return api.NotesStatus(
+            workspace_id=ws.id,
+            path=str(ws.path),
+            name=ws.name,
+            index_path=str(notes.index.db_path),
+            files=files,
+            chunks=chunks,
+            segments=segments,
+            dirty_files=dirty[:50],
+            dirty_count=len(dirty),
+            pending=sorted(notes.pending)[:50],
+            refused=[api.RefusedFile(path=rel, reason=why) for rel, why in sorted(refused.items())[:50]],
+            refused_count=len(refused),
+            last_indexed=None
             if notes.index.last_indexed is None
             else datetime.fromtimestamp(notes.index.last_indexed).astimezone().isoformat(timespec="seconds"),
-            "rebuilt": notes.index.last_rebuild_reason,
-            "watching": notes.watching,
-            "indexing": None if notes.progress is None else {"done": notes.progress[0], "total": notes.progress[1]},
-            "error": notes.open_error
+            rebuilt=notes.index.last_rebuild_reason,
+            watching=notes.watching,
+            indexing=None
+            if notes.progress is None
+            else api.IndexProgress(done=notes.progress[0], total=notes.progress[1]),
+            error=notes.open_error
             or (None if problem is None else f"index file {problem}: rebuilding it in the background")
             or (None if notes.heal_failed is None else f"index file {notes.heal_failed}: the rebuild failed"),
-            "recommended": recommended,
-        }
+            recommended=recommended,
+        )
 
 
 def rjieba_ok() -> bool:

@@ -269,3 +269,17 @@ class CandidateMoveResult(Wire):
     rule_id: str
     writes: list[PlannedWrite]
     dry_run: bool = False
+
+
+class RulesStatus(Wire):
+    profiles: int
+    overrides: int
+    candidates: int
+    observations: int
+    outstanding_requests: int = Field(description="compile requests prepared and not yet applied")
+    generation: int = Field(description="Bumped whenever the loaded rule set changes.")
+    errors: list[str] = Field(
+        description="Rule files that do not parse (their last good rules stay in effect) and skipped evidence lines."
+    )
+    recovered: list[str] = Field(description="Changes a crash interrupted, finished at start-up (run ids).")
+    error: str | None = None

@@ -281,33 +281,32 @@ class RulesService:
 
     # --- status and validate ------------------------------------------------------------------------------
 
-    async def status(self, ws: Workspace) -> dict[str, Any] | None:
+    async def status(self, ws: Workspace) -> m.RulesStatus | None:
         wr = self._by_id.get(ws.id) or self.attach(ws)
         with anyio.move_on_after(5):
             await wr.opened.wait()
         if not wr.opened.is_set():
             return None
 
-        def work() -> dict[str, Any]:
+        def work() -> m.RulesStatus:
             wr.evidence.refresh()
             state = comp.load_state(journal.read_bytes(wr.root, comp.STATE_FILE))
             layers = {"profile": 0, "override": 0, "candidate": 0}
             for loaded in wr.rules.all():
                 layers[loaded.layer] += 1
-            return {
-                "profiles": layers["profile"],
-                "overrides": layers["override"],
-                "candidates": layers["candidate"],
-                "observations": len(wr.evidence),
-                "outstanding_requests": sum(1 for r in state["requests"].values() if r["status"] == "outstanding"),
-                "generation": wr.rules.generation,
-                "errors": wr.rules.errors() + wr.evidence.problems() + journal.history_problems(wr.root),
-                "recovered": wr.recovered,
-                "error": wr.open_error,
-            }
+            return m.RulesStatus(
+                profiles=layers["profile"],
+                overrides=layers["override"],
+                candidates=layers["candidate"],
+                observations=len(wr.evidence),
+                outstanding_requests=sum(1 for r in state["requests"].values() if r["status"] == "outstanding"),
+                generation=wr.rules.generation,
+                errors=wr.rules.errors() + wr.evidence.problems() + journal.history_problems(wr.root),
+                recovered=wr.recovered,
+                error=wr.open_error,
+            )
 
-        result: dict[str, Any] = await anyio.to_thread.run_sync(work)
-        return result
+        return await anyio.to_thread.run_sync(work)
 
     async def validate(self, ws: Workspace) -> list[dict[str, Any]]:
         wr = await self._ready(ws)
