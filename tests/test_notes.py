@@ -428,3 +428,22 @@ def test_validate_reads_fences_and_headings_as_the_index_does(daemon: Daemon, wo
     assert mine == [(12, "## not a proper entry heading")]
     chunks = search(daemon, ws, "shell comment")["hits"]
     assert chunks and chunks[0]["heading"] == f"## {day} 10:00 — note"  # the index agrees: code, not a heading
+
+
+def test_a_pasted_question_of_thousands_of_words_ranks_passages_on_a_bounded_number(
+    daemon: Daemon, workspace: tuple[Path, str]
+) -> None:
+    """Passage ranking and snippet marking use at most MAX_TERMS of the query's words (as the index query does),
+    so a pasted 10 kB question costs bounded work per section."""
+    from memoryd.text.textindex import MAX_TERMS
+
+    path, ws = workspace
+    bullets = "\n".join("- " + " ".join(f"zq{i * 100 + j}" for j in range(100)) for i in range(30))
+    (path / "memory" / "MEMORY.md").write_text(f"## Words\n{bullets}\n", encoding="utf-8")
+    daemon.call("index", {"workspace": ws})
+    query = " ".join(f"zq{i}" for i in range(3000))
+    hits = daemon.call("search", {"workspace": ws, "query": query, "limit": 5, "snippet_max_chars": 4000})["hits"]
+    assert hits
+    for hit in hits:
+        marked = set(re.findall(r"\*\*(zq\d+)\*\*", hit["snippet"]))
+        assert 0 < len(marked) <= MAX_TERMS

@@ -334,7 +334,7 @@ class NotesService:
     @staticmethod
     def _hits(ws: Workspace, found: list[Hit], query: str, snippet_max_chars: int, limit: int) -> list[api.SearchHit]:
         """The sections' passages, ranked (text/passages.py); each names its lines and keeps its section."""
-        words = textindex.query_words(query)
+        words = textindex.query_words(query)[: textindex.MAX_TERMS]  # a pasted 10 kB question: bounded work
         sections = [(h.score, h.text.split("\n")) for h in found]
         return [
             api.SearchHit(

@@ -199,27 +199,40 @@ def _keys(words: tuple[str, ...]) -> tuple[tuple[str, str, bool], ...]:
     return tuple(out)
 
 
+_ENDINGS = (
+    "",
+    "s",
+    "es",
+    "ed",
+    "ing",
+)  # what may follow a Latin word's stem: "timeouts" is "timeout", "good" is not "go"
+
+
 def _count(folded: str, key: str, latin: bool) -> int:
     if not latin:
         return folded.count(key)
-    count, at = 0, folded.find(key)
+    count, at, size = 0, folded.find(key), len(folded)
     while at >= 0:
-        if not (at and _is_word_char(folded[at - 1])):
+        end = at + len(key)
+        tail = end
+        while tail < size and _is_word_char(folded[tail]):
+            tail += 1
+        if not (at and _is_word_char(folded[at - 1])) and folded[end:tail] in _ENDINGS:
             count += 1
-        at = folded.find(key, at + len(key))
+        at = folded.find(key, end)
     return count
 
 
 def _part(word: str) -> str:
     key = word.lower()
     if key.isascii() and _WORD.fullmatch(key):
-        return rf"{re.escape(_stem(key))}\w*"
+        return rf"{re.escape(_stem(key))}(?:ing|ed|es|s)?(?![^\W_])"
     return re.escape(key)
 
 
 @lru_cache(maxsize=4096)
 def _pattern(matched: tuple[str, ...], *, ignore_case: bool = True) -> re.Pattern[str] | None:
-    """Latin words by their stem (``timeouts`` finds ``timeout``), other words as they are. Without
+    """Latin words by their stem and a plain ending (``timeouts`` finds ``timeout``), other words as they are. Without
     ``ignore_case`` the pattern is lower-case, for lower-cased text. A Latin word's start is checked by the caller
     (a leading ``\\b`` makes re try every position: ten times slower)."""
     parts = [_part(word) for word in sorted(matched, key=len, reverse=True)]
