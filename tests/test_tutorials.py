@@ -5,9 +5,9 @@ How to write a tutorial page so that this test runs it (and fails when the page 
 - Commands go in ```console blocks. A line starting with `$ ` is a command (a line ending in `\\` continues on the
   next line); the lines after it, up to the next `$ ` line or the end of the block, are the output the page shows.
   The test runs the command with bash and compares its standard output and standard error with those lines.
-- The date 2026-02-01 in a command or a file stands for today. Normalised before comparing, on both sides: dates (→ <date>), times (09:30 → <time>), durations
-  (12 ms → <n> ms), and ids (ws_…, obs_…, ent_…, cr_…, apply_…, …). A line that is exactly `…` stands for any
-  number of lines. Blank lines at the ends are ignored. Lines after a command that ends in `# no output shown` are
+- The date 2026-02-01 in a command or a file stands for today. Normalised before comparing, on both sides: dates
+  (→ <date>), times (09:30 → <time>), durations (12 ms → <n> ms), ids (ws_…, obs_…, ent_…, cr_…, apply_…, …), and
+  the temporary home (→ /home/you). A line that is exactly `…` stands for any number of lines. Blank lines at the ends are ignored. Lines after a command that ends in `# no output shown` are
   not compared.
 - Ids the page shows are mapped to the ids the run printed, in the order they appear, and replaced in every later
   command and file: a reader copies their own ids, the test copies the run's.
