@@ -18,7 +18,8 @@ import anyio.abc
 import structlog
 
 from memoryd.errors import AppError
-from memoryd.notes import api, append, daily, files, healing
+from memoryd.notes import api, append, daily, healing
+from memoryd.notes import files as memory_files
 from memoryd.pool import ThreadPool
 from memoryd.store.index import Hit, NoteIndex, SyncReport
 from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
@@ -356,7 +357,7 @@ class NotesService:
     async def get(self, ws: Workspace, path: str, from_line: int, lines: int) -> api.GetResult:
         limit = self.settings.index_max_file_bytes
         return api.GetResult.model_validate(
-            await anyio.to_thread.run_sync(lambda: files.read(ws.path, path, from_line, lines, limit))
+            await anyio.to_thread.run_sync(lambda: memory_files.read(ws.path, path, from_line, lines, limit))
         )
 
     async def sync_paths(self, ws: Workspace, rels: list[str], *, wait_max: int = 50) -> None:
@@ -431,7 +432,7 @@ class NotesService:
 
     async def validate(self, ws: Workspace) -> api.ValidationReport:
         limit = self.settings.index_max_file_bytes
-        problems = await anyio.to_thread.run_sync(lambda: files.validate_tree(ws.path, limit))
+        problems = await anyio.to_thread.run_sync(lambda: memory_files.validate_tree(ws.path, limit))
         return api.ValidationReport(
             workspace_id=ws.id,
             ok=not any(p.severity == "error" for p in problems),
