@@ -300,11 +300,11 @@ class NotesService:
         # Everything but the RPC itself runs in a worker thread (query parsing, SQLite, snippets): searches of
         # one workspace then run side by side, each on its own read connection, not in turn on the event loop.
         def run() -> tuple[list[api.SearchHit] | None, str | None]:  # (None: failed, why the file needs a rebuild)
-            terms = textindex.match_terms(query)
-            if not terms:
+            parsed = textindex.parse_query(query)
+            if not parsed.terms:
                 return [], None
             try:
-                match = textindex.join_terms(notes.index.prune(terms))
+                match = textindex.join_terms(notes.index.prune(parsed.terms))
                 found = [] if match is None else notes.index.search(match, limit)
             except IndexCorrupted as exc:
                 return None, exc.reason
@@ -313,7 +313,7 @@ class NotesService:
                 if problem is None:
                     raise
                 return None, problem
-            hits = self._hits(ws, found, query, snippet_max_chars, limit)
+            hits = self._hits(ws, found, parsed.words, snippet_max_chars, limit)
             return hits, notes.index.check_file(header=False)  # a stat: deleted or replaced under us?
 
         try:
@@ -333,12 +333,14 @@ class NotesService:
         return api.WorkspaceHits(hits=hits, stale=bool(pending) or notes.full_rescan, pending=pending)
 
     @staticmethod
-    def _hits(ws: Workspace, found: list[Hit], query: str, snippet_max_chars: int, limit: int) -> list[api.SearchHit]:
+    def _hits(
+        ws: Workspace, found: list[Hit], words: list[str], snippet_max_chars: int, limit: int
+    ) -> list[api.SearchHit]:
         """The sections' passages, ranked (text/passages.py); each names its lines and keeps its section."""
-        words = textindex.query_words(query)[: textindex.MAX_TERMS]  # a pasted 10 kB question: bounded work
+        words = words[: textindex.MAX_TERMS]  # a pasted 10 kB question: bounded work
         sections = [(h.score, h.text.split("\n")) for h in found]
-        return [
-            api.SearchHit(
+        return [  # built from the index's own typed values: constructed, not validated
+            api.SearchHit.model_construct(
                 workspace_id=ws.id,
                 path=found[n].path,
                 start_line=found[n].start_line + p.start,

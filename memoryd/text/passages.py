@@ -79,6 +79,12 @@ def _stem(word: str) -> str:
 
 def rank(lines: list[str], words: list[str]) -> list[Passage]:
     """The passages of a section's ``lines`` that contain a query word, best first (ties: the earlier one)."""
+    # Lower-cased once (lower() keeps line breaks, so its lines stay aligned with ``lines``); a word that the
+    # section does not say at all (most of a query's, in most sections) is not looked for span by span.
+    folded = "\n".join(lines).lower()
+    keys = [k for k in _keys(tuple(words)) if k[1] in folded]
+    if not keys:
+        return []
     spans: list[tuple[int, int]] = []
     for start, end, cuttable in units(lines):
         if cuttable and end - start > MAX_LINES:
@@ -87,19 +93,19 @@ def rank(lines: list[str], words: list[str]) -> list[Passage]:
             spans.append((start, end))
     if not spans:
         return []
-    keys = _keys(tuple(words))
+    folded_lines = folded.split("\n")
     if len(spans) == 1:  # one bullet or paragraph (many daily entries): BM25 with one span is just this
         start, end = spans[0]
-        folded = "\n".join(lines[start:end]).lower()
-        found = {word: tf for word, key, latin in keys if (tf := _count(folded, key, latin))}
+        text = "\n".join(folded_lines[start:end])
+        found = {word: tf for word, key, latin in keys if (tf := _count(text, key, latin))}
         if not found:
             return []
         score = sum(_IDF_ALONE * tf * (_K1 + 1) / (tf + _K1) for tf in found.values())
         return [Passage(start, end, round(score, 6), tuple(found))]
     # Each span's words counted with str.count/find on its lower-cased text, in C (a regex alternation of CJK
     # words tries every position: ~20 µs for 200 characters).
-    texts = ["\n".join(lines[start:end]) for start, end in spans]
-    counts = [{word: tf for word, key, latin in keys if (tf := _count(t.lower(), key, latin))} for t in texts]
+    texts = ["\n".join(folded_lines[start:end]) for start, end in spans]
+    counts = [{word: tf for word, key, latin in keys if (tf := _count(t, key, latin))} for t in texts]
     frequency: dict[str, int] = {}
     for found in counts:
         for word in found:
@@ -107,8 +113,8 @@ def rank(lines: list[str], words: list[str]) -> list[Passage]:
     if not frequency:
         return []
     total = len(spans)
-    lengths = [max(1, len(t) - t.count("\n")) for t in texts]  # characters, line breaks not counted
-    average = sum(lengths) / total
+    lengths = [max(1, len(t) - (end - start - 1)) for t, (start, end) in zip(texts, spans, strict=True)]
+    average = sum(lengths) / total  # characters, line breaks not counted
     idf = {w: math.log(1 + (total - f + 0.5) / (f + 0.5)) for w, f in frequency.items()}
     passages = []
     for (start, end), found, length in zip(spans, counts, lengths, strict=True):

@@ -304,13 +304,39 @@ def _query_words(query: str) -> tuple[list[str], list[tuple[str, str]]]:
     return words, pairs
 
 
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A user's query read once: the OR clauses to search for and the words a passage is ranked and marked by."""
+
+    terms: list[Term]
+    words: list[str]
+
+
+def parse_query(query: str) -> Query:
+    """:func:`match_terms` and :func:`query_words` of ``query`` from one pass over it (segmenting CJK is most of the
+    cost of either)."""
+    query = _normalize(query[:MAX_QUERY_CHARS])
+    idents = _IDENT.findall(query)
+    words, pairs = _query_words(query)
+    return Query(_terms(query, idents, words, pairs), _marked(idents, words))
+
+
 def match_terms(query: str) -> list[Term]:
     """The OR clauses for a user's query, most specific first, at most :data:`MAX_TERMS`.
 
     Order: identifier forms (``idents`` column) and their part phrases (``body``), then words, then CJK
     proximity pairs, so a cap cuts boosts before it cuts words.
     """
-    query = _normalize(query[:MAX_QUERY_CHARS])
+    return parse_query(query).terms
+
+
+def query_words(query: str) -> list[str]:
+    """The searched words and identifiers of ``query``, lower-cased, as they appear in raw text (CJK
+    segmented): what a snippet should be centred on."""
+    return parse_query(query).words
+
+
+def _terms(query: str, idents: list[str], words: list[str], pairs: list[tuple[str, str]]) -> list[Term]:
     terms: list[Term] = []
     seen: set[str] = set()
 
@@ -319,11 +345,10 @@ def match_terms(query: str) -> list[Term]:
             seen.add(expr)
             terms.append(Term(expr, token))
 
-    for ident in _IDENT.findall(query):
+    for ident in idents:
         add(f"idents : {_quote(_full_form(ident))}")
     for compound in _COMPOUND.findall(query):
         add(f"body : {_quote(' '.join(_SEPARATOR_RUN.split(compound.lower())))}")
-    words, pairs = _query_words(query)
     content = [w for w in words if w not in STOP_WORDS]
     if not content and not terms:
         content = words  # "what is it" still searches for something
@@ -334,19 +359,14 @@ def match_terms(query: str) -> list[Term]:
     return terms[:MAX_TERMS]
 
 
+def _marked(idents: list[str], words: list[str]) -> list[str]:
+    content = [w for w in words if w not in STOP_WORDS] or words
+    return list(dict.fromkeys([i.lower() for i in idents] + content))
+
+
 def join_terms(terms: list[Term]) -> str | None:
     """OR-join clauses into a MATCH string; None when there are none (nothing searchable: do not query)."""
     return " OR ".join(t.expr for t in terms) if terms else None
-
-
-def query_words(query: str) -> list[str]:
-    """The searched words and identifiers of ``query``, lower-cased, as they appear in raw text (CJK
-    segmented): what a snippet should be centred on."""
-    query = _normalize(query[:MAX_QUERY_CHARS])
-    idents = [m[0].lower() for m in _IDENT.finditer(query)]
-    words, _ = _query_words(query)
-    content = [w for w in words if w not in STOP_WORDS] or words
-    return list(dict.fromkeys(idents + content))
 
 
 def rank_sql() -> str:
