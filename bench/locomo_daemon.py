@@ -88,13 +88,32 @@ def ranked_turns(hits: list[dict[str, Any]], where: dict[tuple[str, int], str]) 
     return order, per_hit
 
 
+def _embedded(rpc: Rpc, workspaces: list[str]) -> int:
+    """Wait until every workspace's passages are embedded; returns how many there are."""
+    while True:
+        counts = []
+        for ws in workspaces:
+            vectors = rpc.call("status", {"workspace": ws})["workspaces"][0].get("vectors") or {}
+            if vectors.get("problem") and vectors["problem"]["reason"] != "embeddings_loading":
+                raise SystemExit(f"vectors unavailable: {vectors['problem']}")
+            counts.append((vectors.get("embedded", 0), vectors.get("total", 0)))
+        if all(total and done == total for done, total in counts):
+            return sum(total for _, total in counts)
+        time.sleep(0.5)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--limit", type=int, default=50, help="hits asked of each search")
+    parser.add_argument("--mode", choices=["bm25", "vector", "hybrid"], default="bm25", help="search mode")
+    parser.add_argument(
+        "--provider", default="none", help="embedding_provider for the daemon (use-m3, e5-small; none for bm25)"
+    )
     args = parser.parse_args()
     samples = json.loads(args.data.read_text(encoding="utf-8"))
     print(f"# locomo_daemon · {conditions()}")
+    print(f"mode {args.mode}, provider {args.provider}, limit {args.limit}")
     scores: dict[int, list[tuple[float, ...]]] = defaultdict(list)
     hit_lines: list[int] = []
     dropped: list[str] = []
@@ -103,7 +122,8 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="mdlc", dir="/tmp"))
     search_s: list[float] = []
     try:
-        with daemon(log_level="warning") as (home, _env):
+        provider = {"MEMORYD_EMBEDDING_PROVIDER": args.provider}
+        with daemon(log_level="warning", extra_env=provider) as (home, _env):
             rpc = Rpc(str(home / "run" / "memoryd.sock"))
             started = time.perf_counter()
             spaces = []
@@ -114,6 +134,13 @@ def main() -> int:
                 rpc.call("index", {"workspace": ws})
                 spaces.append((sample, ws, where))
             print(f"{len(samples)} conversations written and indexed in {time.perf_counter() - started:.1f} s")
+            if args.provider != "none":
+                started = time.perf_counter()
+                total = _embedded(rpc, [ws for _, ws, _ in spaces])
+                elapsed = time.perf_counter() - started
+                print(
+                    f"{total} passages embedded in {elapsed:.1f} s ({total / elapsed:.0f} texts/s, model load included)"
+                )
             for sample, ws, where in spaces:
                 known = set(where.values())
                 for n, qa in enumerate(sample["qa"]):
@@ -124,7 +151,12 @@ def main() -> int:
                         continue
                     wanted = set(evidence)
                     started = time.perf_counter()
-                    hits = rpc.call("search", {"workspace": ws, "query": qa["question"], "limit": args.limit})["hits"]
+                    answer = rpc.call(
+                        "search", {"workspace": ws, "query": qa["question"], "limit": args.limit, "mode": args.mode}
+                    )
+                    if answer.get("degraded"):
+                        raise SystemExit(f"search degraded: {answer['degraded']}")
+                    hits = answer["hits"]
                     search_s.append(time.perf_counter() - started)
                     hit_lines += [h["lines"] for h in hits[:5]]
                     order, per_hit = ranked_turns(hits, where)

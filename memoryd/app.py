@@ -13,7 +13,9 @@ import structlog
 from memoryd import __version__
 from memoryd import log as logsetup
 from memoryd.config import Settings
+from memoryd.embed import EmbedSettings
 from memoryd.errors import AppError
+from memoryd.notes.semantic import SemanticSettings
 from memoryd.notes.service import NotesService, NotesSettings
 from memoryd.rpc import Context, Dispatcher
 from memoryd.rules.service import RulesService
@@ -58,6 +60,15 @@ class App:
                 watch=settings.watch,
                 watch_debounce_ms=settings.watch_debounce_ms,
                 reconcile_interval_s=settings.reconcile_interval_s,
+                semantic=SemanticSettings(
+                    EmbedSettings(
+                        provider=settings.embedding_provider,
+                        url=settings.embedding_url,
+                        model=settings.embedding_model,
+                        timeout_s=settings.embedding_timeout_s,
+                    ),
+                    vector_extension=settings.vector_extension,
+                ),
             )
         )
         self.rules = RulesService(

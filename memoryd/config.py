@@ -111,6 +111,23 @@ class Settings:
     compile_max_request_bytes: int = _setting(
         256 * 1024, "Observation bytes per compile request; more are split into chunks."
     )
+    embedding_provider: str = _setting(
+        "auto",
+        "Embeddings for semantic search: auto (the bundled use-m3 when the semantic extra is installed), use-m3, "
+        "e5-small, openai-compatible, or none (BM25 only).",
+    )
+    embedding_url: str = _setting(
+        "", "openai-compatible: the endpoint's base URL, e.g. http://127.0.0.1:11434/v1 (Ollama)."
+    )
+    embedding_model: str = _setting(
+        "",
+        "openai-compatible: the model name, e.g. nomic-embed-text. use-m3: a directory holding its weights.npz and "
+        "sp.model (empty: the copy the package ships).",
+    )
+    embedding_timeout_s: float = _setting(30.0, "openai-compatible: how long one embeddings request may take.")
+    vector_extension: str = _setting(
+        "", "Path of the sqlite-vec loadable extension; empty: the one the sqlite-vec package ships."
+    )
 
     # Not settings proper: where things are. Filled by load_settings.
     dirs: Dirs = field(default_factory=Dirs.resolve, metadata={"internal": True})
@@ -145,6 +162,10 @@ def _coerce(f: dataclasses.Field[Any], raw: Any, origin: str) -> Any:
         raise SettingsError(f"{origin}: {f.name} must be positive, got {raw!r}")
     if f.name == "min_confidence" and value > 1:
         raise SettingsError(f"{origin}: min_confidence must be in (0, 1], got {raw!r}")
+    if f.name == "embedding_provider" and value not in {"auto", "none", "use-m3", "e5-small", "openai-compatible"}:
+        raise SettingsError(
+            f"{origin}: embedding_provider must be auto, none, use-m3, e5-small or openai-compatible, got {raw!r}"
+        )
     if f.name == "log_level" and value not in {"debug", "info", "warning", "error"}:
         raise SettingsError(f"{origin}: log_level must be debug, info, warning or error, got {raw!r}")
     return value

@@ -131,6 +131,9 @@ class Daemon:
 def daemon_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORYD_", "LISTEN_"))}
     env["MEMORYD_HOME"] = str(home)
+    # No embedding model in tests that are not about semantic search (tests/test_semantic.py turns it on): loading
+    # it costs each daemon a second of CPU and ~150 MB.
+    env["MEMORYD_EMBEDDING_PROVIDER"] = "none"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "client")])
     return env
 

@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 from memoryctl import __version__
 from memoryctl.rpc import ClientError, RemoteError, connect, environ_timeout, owner_token, parse_timeout
@@ -112,7 +113,8 @@ def _render_hits(result: dict[str, Any]) -> str:
         pending = result.get("pending", [])
         out.append(f"(index is catching up: {len(pending)} file(s) pending)")
     if result.get("degraded"):
-        out.append(f"(degraded: {result['degraded'].get('reason')})")
+        degraded = result["degraded"]
+        out.append(f"(search used {result.get('mode', 'bm25')}: {degraded.get('reason')}; {degraded.get('hint', '')})")
     if not hits:
         out.append("no matches")
     for hit in hits:
@@ -203,6 +205,8 @@ def verb_call(args: argparse.Namespace) -> tuple[str, dict[str, Any], Render]:
             raise Usage(f"--limit must be between 1 and 100, got {args.limit}")
         # one more than asked, so the answer can say that more exist (the extra hit is not shown)
         params = {"query": args.query, "limit": min(args.limit + 1, 100)}
+        if args.mode:
+            params["mode"] = args.mode
         if args.snippet_max_chars:
             params["snippet_max_chars"] = args.snippet_max_chars
         return "search", _scoped(args, params), _render_hits
@@ -215,7 +219,10 @@ def verb_call(args: argparse.Namespace) -> tuple[str, dict[str, Any], Render]:
         }
         return "get", params, _render_get
     if verb == "index":
-        return "index", _scoped(args, {"full": bool(args.full)}), _render_index
+        params = {"full": bool(args.full)}
+        if args.rebuild_vectors:
+            params["rebuild_vectors"] = True
+        return "index", _scoped(args, params), _render_index
     if verb == "validate":
         return "validate", _scoped(args, {}), _render_validate
     raise Usage(f"unknown verb {verb}")
@@ -280,9 +287,23 @@ def _render_status(result: dict[str, Any]) -> str:
             out.extend(f"  problem: {problem}" for problem in rules.get("errors", []))
             if rules.get("recovered"):
                 out.append(f"  recovered after a crash: {', '.join(rules['recovered'])}")
+        vectors = ws.get("vectors")
+        if vectors:
+            out.append("  " + _vectors_line(vectors))
         if ws.get("recommended"):
             out.append(f"  recommended: {ws['recommended']}")
     return "\n".join(out)
+
+
+def _vectors_line(v: dict[str, Any]) -> str:
+    problem = v.get("problem")
+    if problem:
+        return f"vectors: not used ({problem.get('reason')}): {problem.get('hint', '')}"
+    rate = f", {v['texts_per_s']:.0f} texts/s" if v.get("texts_per_s") else ""
+    return (
+        f"vectors: {v.get('provider')} ({v.get('dimension')} dims), {v['embedded']:,} of {v['total']:,} passages "
+        f"embedded ({v.get('progress', 0):.0%}){rate}"
+    )
 
 
 REBUILT = {
@@ -393,6 +414,11 @@ def _configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentP
     if verb in ("status", "index", "validate"):
         if verb == "index":
             p.add_argument("--full", action="store_true", help="rebuild from the files")
+            p.add_argument(
+                "--rebuild-vectors",
+                action="store_true",
+                help="embed everything again with the current model (after a model or dimension change)",
+            )
         p.add_argument("--all", action="store_true", help="every workspace (owner)")
     elif verb == "workspace":
         ws_sub = p.add_subparsers(dest="ws_verb", required=True, metavar="ACTION")
@@ -421,6 +447,11 @@ def _configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentP
     elif verb == "search":
         p.add_argument("query", help="words to look for (any language; exact identifiers rank first)")
         p.add_argument("--limit", "-n", type=int, default=8, help="at most this many hits, 1-100 (default: 8)")
+        p.add_argument(
+            "--mode",
+            choices=["bm25", "vector", "hybrid"],
+            help="words only, meaning only, or both fused (default: hybrid when the workspace has vectors)",
+        )
         p.add_argument(
             "--snippet-max-chars", type=int, metavar="N", help="snippet length, 20-4000 (default: the setting, 700)"
         )
@@ -525,7 +556,38 @@ def _with_progress(conn: Connection, params: dict[str, Any], path: str, timeout:
         sys.stderr.write("\n")
     if "error" in outcome:
         raise outcome["error"]
+    _embedding_progress(path, status_params, timeout)
     return outcome["result"]
+
+
+def _embedding_progress(path: str, status_params: dict[str, Any], timeout: float) -> None:
+    """Draw the embedding backlog's bar until it is empty (Ctrl-C stops watching, not embedding)."""
+    from memoryctl.rpc import Connection as Conn
+
+    shown = False
+    try:
+        with Conn(path, timeout) as watcher:
+            while True:
+                backlog = [
+                    (ws["workspace_id"], v["embedded"], v["total"])
+                    for ws in watcher.call("status", status_params).get("workspaces", [])
+                    if (v := ws.get("vectors")) and not v.get("problem") and v["embedded"] < v["total"]
+                ]
+                if not backlog:
+                    break
+                ws_id, done, total = backlog[0]
+                filled = int(30 * done / total)
+                sys.stderr.write(
+                    f"\rembedding {ws_id} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total} passages "
+                    "(Ctrl-C stops watching; the daemon goes on)"
+                )
+                sys.stderr.flush()
+                shown = True
+                time.sleep(0.5)
+    except (ClientError, RemoteError, KeyboardInterrupt):
+        pass
+    if shown:
+        sys.stderr.write("\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

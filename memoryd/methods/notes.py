@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from memoryd.methods.services import Services, services
 from memoryd.models import OwnerToken, Wire, WorkspaceRef
 from memoryd.notes.api import (
+    Degraded,
     GetResult,
     IndexReport,
     RememberResult,
@@ -59,6 +60,11 @@ class RememberParams(Wire):
 class SearchParams(ScopedParams):
     query: str = Field(max_length=100_000, description="Any text: words are OR-ranked by BM25; never FTS5 syntax.")
     limit: int = Field(default=8, ge=1, le=100)
+    mode: Literal["bm25", "vector", "hybrid"] | None = Field(
+        default=None,
+        description="bm25: words only; vector: meaning only; hybrid: both, fused. Default: hybrid when the "
+        "workspace has vectors, else bm25 (and `degraded` says why).",
+    )
     snippet_max_chars: int | None = Field(
         default=None, ge=20, le=4000, description="Snippet length; default the snippet_max_chars setting (700)."
     )
@@ -69,6 +75,10 @@ class SearchResult(Wire):
     stale: bool = Field(description="True when the watcher has changes not yet indexed; see pending.")
     pending: list[str] = Field(default_factory=list, description="Files waiting to be indexed.")
     scope: Scope = "workspace"
+    mode: str = Field(default="bm25", description="The mode the search ran in (bm25 when vectors could not serve).")
+    degraded: Degraded | None = Field(
+        default=None, description="Why the search used less than asked (reason, hint); None when it did not."
+    )
 
 
 class GetParams(Wire):
@@ -80,6 +90,11 @@ class GetParams(Wire):
 
 class IndexParams(ScopedParams):
     full: bool = Field(default=False, description="Rebuild from the files instead of an incremental pass.")
+    rebuild_vectors: bool = Field(
+        default=False,
+        description="Drop the workspace's vectors and embed everything again with the current model (after a "
+        "model or dimension change: status and search name it as vector_dimension_mismatch or vector_model_mismatch).",
+    )
 
 
 class IndexResult(Wire):
@@ -130,7 +145,7 @@ def register(d: Dispatcher) -> None:
         answers: list[tuple[Workspace, WorkspaceHits]] = []
 
         async def one(ws: Workspace) -> None:
-            answers.append((ws, await app.notes.search(ws, p.query, limit, snippet)))
+            answers.append((ws, await app.notes.search(ws, p.query, limit, snippet, p.mode)))
 
         if len(workspaces) == 1:  # the common case: no task group (its setup is a tenth of a search on the loop)
             await one(workspaces[0])
@@ -152,6 +167,8 @@ def register(d: Dispatcher) -> None:
             stale=any(a.stale for _, a in answers),
             pending=pending,
             scope=p.scope,
+            mode=answers[0][1].mode if len({a.mode for _, a in answers}) == 1 else "mixed",
+            degraded=next((a.degraded for _, a in answers if a.degraded is not None), None),
         )
 
     @d.register("get", GetParams, GetResult)
@@ -168,7 +185,9 @@ def register(d: Dispatcher) -> None:
         """Bring the index up to date (incremental by mtime + sha256), or rebuild it with full."""
         app = services(ctx)
         started = anyio.current_time()
-        reports = [await app.notes.index(ws, full=p.full) for ws in await targets(app, p)]
+        reports = [
+            await app.notes.index(ws, full=p.full, rebuild_vectors=p.rebuild_vectors) for ws in await targets(app, p)
+        ]
         return IndexResult(workspaces=reports, ms=round((anyio.current_time() - started) * 1000, 2))
 
     @d.register("validate", ValidateParams, ValidateResult)

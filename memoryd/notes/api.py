@@ -31,9 +31,22 @@ class SearchHit(Wire):
     section_lines: int = Field(description="The section's length in lines.")
     snippet: str
     score: float = Field(
-        description="Higher is better: the section's BM25 relative to the best section's plus the passage's "
-        "relative to the best passage's (0-2)."
+        description="Higher is better. bm25: the section's BM25 relative to the best section's plus the passage's "
+        "relative to the best passage's (0-2); vector: cosine similarity; hybrid: reciprocal rank fusion of both."
     )
+    via: str = Field(default="bm25", description="What found it: bm25, vector, or bm25+vector.")
+
+
+class Degraded(Wire):
+    """Why a search used less than it was asked to (BM25 instead of vectors, or vectors not yet complete)."""
+
+    reason: str = Field(
+        description="Stable: semantic_not_installed, model_missing, embedding_endpoint_unreachable, "
+        "vector_extension_unavailable, vector_dimension_mismatch, vector_model_mismatch, vectors_loading, "
+        "vectors_behind, embeddings_loading, empty_query."
+    )
+    hint: str
+    message: str = ""
 
 
 class GetResult(Wire):
@@ -79,6 +92,19 @@ class RefusedFile(Wire):
     reason: str
 
 
+class VectorStatus(Wire):
+    """The workspace's vector index: what made it and how far embedding has come (it trails the text index)."""
+
+    provider: str | None = Field(description="The embedding provider (None until it has loaded, or without one).")
+    model: str | None
+    dimension: int | None
+    embedded: int = Field(description="Passages with a vector.")
+    total: int = Field(description="Passages in all; total - embedded is the backlog.")
+    progress: float = Field(description="embedded / total (0-1).")
+    texts_per_s: float | None = Field(default=None, description="The embedding rate of the last batch.")
+    problem: Degraded | None = Field(default=None, description="Why vectors are not used now (search says so too).")
+
+
 class NotesStatus(Wire):
     """One workspace's Markdown memory and its index, as status reports it."""
 
@@ -110,6 +136,7 @@ class NotesStatus(Wire):
     indexing: IndexProgress | None = Field(default=None, description="Progress of an explicit index call in flight.")
     error: str | None = None
     recommended: str | None = Field(default=None, description="The next command to run when something is wrong.")
+    vectors: VectorStatus | None = None
 
 
 class WorkspaceHits(Wire):
@@ -118,3 +145,5 @@ class WorkspaceHits(Wire):
     hits: list[SearchHit]
     stale: bool
     pending: list[str]
+    mode: str = "bm25"
+    degraded: Degraded | None = None

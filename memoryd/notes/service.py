@@ -6,6 +6,7 @@ files or index. Blocking work (SQLite, file I/O) runs in worker threads.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -20,10 +21,12 @@ import structlog
 from memoryd.errors import AppError
 from memoryd.notes import api, append, daily, healing
 from memoryd.notes import files as memory_files
+from memoryd.notes.semantic import RRF_K, Degraded, Semantic, SemanticSettings, digest
 from memoryd.pool import ThreadPool
 from memoryd.store.index import Hit, NoteIndex, SyncReport
 from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
 from memoryd.store.readers import IndexCorrupted
+from memoryd.store.vectors import VectorHit
 from memoryd.tasks import task
 from memoryd.text import passages, textindex
 from memoryd.watch import WorkspaceWatcher
@@ -75,6 +78,7 @@ class NotesSettings:
     watch: bool
     watch_debounce_ms: int
     reconcile_interval_s: float
+    semantic: SemanticSettings
 
 
 class NotesService:
@@ -87,11 +91,13 @@ class NotesService:
         self._search_threads = ThreadPool(max(2, os.cpu_count() or 2), "memoryd-search")
         # Told about changed rule files (the rules service reloads them); set by the composition root.
         self.on_rules_changed: Callable[[Workspace, list[str] | None], Awaitable[None]] | None = None
+        self.semantic = Semantic(settings.semantic, settings.state_dir)
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
     async def start(self, tg: anyio.abc.TaskGroup, workspaces: list[Workspace]) -> None:
         self._tg = tg
+        tg.start_soon(task("semantic", self.semantic.run))
         for ws in workspaces:
             self.attach(ws)
 
@@ -107,6 +113,7 @@ class NotesService:
             max_file_bytes=self.settings.index_max_file_bytes,
         )
         notes = WorkspaceNotes(ws, index)
+        self.semantic.attach(ws.id, index)
         notes.writer.scan_max_bytes = self.settings.index_max_file_bytes
         self._by_id[ws.id] = notes
         if self._tg is not None:
@@ -120,6 +127,7 @@ class NotesService:
         if notes.watcher is not None:
             notes.watcher.stop()
         notes.scope.cancel()
+        await self.semantic.detach(ws.id, drop=drop_index)
         async with notes.write_lock:
             await anyio.to_thread.run_sync(notes.index.drop if drop_index else notes.index.close)
 
@@ -131,6 +139,7 @@ class NotesService:
     async def aclose(self) -> None:
         self.stop_watchers()
         await self._search_threads.close()  # no search is inside an index file when it is closed
+        await self.semantic.aclose()
         for notes in list(self._by_id.values()):
             await anyio.to_thread.run_sync(notes.index.close)
 
@@ -148,6 +157,10 @@ class NotesService:
             notes.full_rescan = reason is None  # a rebuilt index is already current
             notes.wake.set()
             notes.opened.set()
+            vectors = self.semantic.get(notes.ws.id)
+            if vectors is not None:
+                vectors.ready = True
+                self.semantic.poke()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._indexer, notes)
                 if self.settings.watch:
@@ -214,6 +227,7 @@ class NotesService:
                 # A path reported again while the sync ran (a file still being written) may have been read
                 # before its last change: it stays pending, and the wake its report set runs another sync.
                 notes.pending -= batch - notes.reported
+                self.semantic.poke()
             except IndexCorrupted as exc:
                 notes.pending |= batch
                 healing.schedule(notes, exc.reason)
@@ -274,6 +288,7 @@ class NotesService:
             if not request.taken:  # cancelled while waiting: never written later behind the caller's back
                 with contextlib.suppress(ValueError):
                     notes.writer.queue.remove(request)
+        self.semantic.poke()  # the new entry's passage is embedded next (its file is the newest day)
         if request.error is not None:
             raise request.error
         assert request.result is not None
@@ -294,26 +309,46 @@ class NotesService:
 
     # --- search -------------------------------------------------------------------------------------------
 
-    async def search(self, ws: Workspace, query: str, limit: int, snippet_max_chars: int) -> api.WorkspaceHits:
+    async def search(
+        self, ws: Workspace, query: str, limit: int, snippet_max_chars: int, mode: str | None = None
+    ) -> api.WorkspaceHits:
+        """``mode``: bm25, vector or hybrid; None = hybrid when vectors can serve, else BM25 (and say why)."""
         notes = await self._ready(self.get_notes(ws))
+        wanted = mode or "hybrid"
+        degraded: Degraded | None = None
+        if wanted != "bm25":
+            if not query.strip():
+                degraded = Degraded("empty_query", "An empty query has no meaning to search for.")
+            else:
+                degraded = self.semantic.problem_for(ws.id)
+        used = "bm25" if wanted == "bm25" or degraded is not None else wanted
+        if degraded is not None and degraded.reason == "semantic_disabled" and mode is None:
+            degraded = None  # turned off on purpose: the default is plain BM25, nothing to report
+        candidates = max(2 * limit, FUSION_CANDIDATES) if used == "hybrid" else limit
 
-        # Everything but the RPC itself runs in a worker thread (query parsing, SQLite, snippets): searches of
-        # one workspace then run side by side, each on its own read connection, not in turn on the event loop.
+        # Everything but the RPC itself runs in a worker thread (query parsing, SQLite, embedding, snippets):
+        # searches of one workspace then run side by side, each on its own read connection.
         def run() -> tuple[list[api.SearchHit] | None, str | None]:  # (None: failed, why the file needs a rebuild)
             parsed = textindex.parse_query(query)
-            if not parsed.terms:
-                return [], None
-            try:
-                match = textindex.join_terms(notes.index.prune(parsed.terms))
-                found = [] if match is None else notes.index.search(match, limit)
-            except IndexCorrupted as exc:
-                return None, exc.reason
-            except Exception:
-                problem = notes.index.check_file()  # truncated, replaced: what failed is the file
-                if problem is None:
-                    raise
-                return None, problem
-            hits = self._hits(ws, found, parsed.words, snippet_max_chars, limit)
+            lexical: list[_Candidate] = []
+            if used != "vector" and parsed.terms:
+                try:
+                    match = textindex.join_terms(notes.index.prune(parsed.terms))
+                    found = [] if match is None else notes.index.search(match, limit)
+                except IndexCorrupted as exc:
+                    return None, exc.reason
+                except Exception:
+                    problem = notes.index.check_file()  # truncated, replaced: what failed is the file
+                    if problem is None:
+                        raise
+                    return None, problem
+                lexical = self._lexical(found, parsed.words, set(parsed.idents), candidates)
+            semantic: list[_Candidate] = []
+            if used != "bm25":
+                near = self.semantic.nearest(ws.id, query, candidates)
+                semantic = [_from_vector(h, parsed.words[: textindex.MAX_TERMS]) for h in near]
+            chosen = _fuse(lexical, semantic, limit) if used == "hybrid" else (semantic or lexical)[:limit]
+            hits = [c.hit(ws.id, snippet_max_chars) for c in chosen]
             return hits, notes.index.check_file(header=False)  # a stat: deleted or replaced under us?
 
         try:
@@ -329,27 +364,44 @@ class NotesService:
                 "The index file is damaged or gone; it is being rebuilt from the Markdown files",
                 hint="Search again in a moment; `memoryctl status` shows when the rebuild is done.",
             )
+        if degraded is None and used != "bm25":
+            embedded, total = self.semantic.coverage(ws.id)
+            if embedded < total:  # vectors trail the text index: say the meaning side is not complete yet
+                degraded = Degraded(
+                    "vectors_behind",
+                    "Search mixes BM25 with the passages embedded so far; `memoryctl status` shows the progress.",
+                    f"{embedded} of {total} passages embedded",
+                )
+        if degraded is not None and degraded.reason != "vectors_behind":
+            log.info("search_degraded", workspace_id=ws.id, reason=degraded.reason, mode=wanted)
         pending = sorted(notes.pending)
-        return api.WorkspaceHits(hits=hits, stale=bool(pending) or notes.full_rescan, pending=pending)
+        return api.WorkspaceHits(
+            hits=hits,
+            stale=bool(pending) or notes.full_rescan,
+            pending=pending,
+            mode=used,
+            degraded=None
+            if degraded is None
+            else api.Degraded(reason=degraded.reason, hint=degraded.hint, message=degraded.message),
+        )
 
     @staticmethod
-    def _hits(
-        ws: Workspace, found: list[Hit], words: list[str], snippet_max_chars: int, limit: int
-    ) -> list[api.SearchHit]:
+    def _lexical(found: list[Hit], words: list[str], idents: set[str], limit: int) -> list[_Candidate]:
         """The sections' passages, ranked (text/passages.py); each names its lines and keeps its section."""
         words = words[: textindex.MAX_TERMS]  # a pasted 10 kB question: bounded work
         sections = [(h.score, h.text.split("\n")) for h in found]
-        return [  # built from the index's own typed values: constructed, not validated
-            api.SearchHit.model_construct(
-                workspace_id=ws.id,
+        return [
+            _Candidate(
                 path=found[n].path,
                 start_line=found[n].start_line + p.start,
                 lines=p.end - p.start,
                 heading=found[n].heading,
-                section_start_line=found[n].start_line,
+                section_start=found[n].start_line,
                 section_lines=found[n].end_line - found[n].start_line + 1,
-                snippet=passages.snippet(sections[n][1][p.start : p.end], p.matched, snippet_max_chars),
+                text=sections[n][1][p.start : p.end],
+                matched=p.matched,
                 score=score,
+                ident=not idents.isdisjoint(p.matched),
             )
             for n, p, score in passages.ranked(sections, words, limit)
         ]
@@ -382,7 +434,7 @@ class NotesService:
 
     # --- index, validate, status --------------------------------------------------------------------------
 
-    async def index(self, ws: Workspace, *, full: bool) -> api.IndexReport:
+    async def index(self, ws: Workspace, *, full: bool, rebuild_vectors: bool = False) -> api.IndexReport:
         notes = self.get_notes(ws)
         await notes.opened.wait()
         if notes.open_error is not None:
@@ -419,6 +471,9 @@ class NotesService:
             notes.full_rescan = False
         if report.rebuilt:
             notes.wake.set()  # the indexer then merges the rebuild's segments once idle
+        if rebuild_vectors:
+            await self.semantic.rebuild(ws.id)
+        self.semantic.poke()
         files, chunks = await anyio.to_thread.run_sync(notes.index.counts)
         return api.IndexReport(
             workspace_id=ws.id,
@@ -494,6 +549,7 @@ class NotesService:
             or (None if problem is None else f"index file {problem}: rebuilding it in the background")
             or (None if notes.heal_failed is None else f"index file {notes.heal_failed}: the rebuild failed"),
             recommended=recommended,
+            vectors=api.VectorStatus.model_validate(self.semantic.status(ws.id)),
         )
 
 
@@ -507,3 +563,83 @@ def rjieba_ok() -> bool:
     except Exception:
         log.warning("rjieba_probe_failed", exc_info=True)
         return False
+
+
+FUSION_CANDIDATES = 20  # passages each side brings to a hybrid fusion (at least twice the limit)
+
+
+@dataclass(slots=True)
+class _Candidate:
+    """A passage one side of a search found, before the hits are built."""
+
+    path: str
+    start_line: int
+    lines: int
+    heading: str
+    section_start: int
+    section_lines: int
+    text: list[str]
+    matched: tuple[str, ...]
+    score: float
+    ident: bool = False  # says one of the query's identifiers: stays on top
+    via: str = "bm25"
+
+    def hit(self, workspace_id: str, snippet_max_chars: int) -> api.SearchHit:
+        # built from the index's own typed values: constructed, not validated
+        return api.SearchHit.model_construct(
+            workspace_id=workspace_id,
+            path=self.path,
+            start_line=self.start_line,
+            lines=self.lines,
+            heading=self.heading,
+            section_start_line=self.section_start,
+            section_lines=self.section_lines,
+            snippet=passages.snippet(self.text, self.matched, snippet_max_chars),
+            score=round(self.score, 6),
+            via=self.via,
+        )
+
+
+def _from_vector(hit: VectorHit, words: list[str]) -> _Candidate:
+    folded = hit.text.lower()
+    return _Candidate(
+        path=hit.path,
+        start_line=hit.start_line,
+        lines=hit.lines,
+        heading=hit.heading,
+        section_start=hit.section_start,
+        section_lines=hit.section_lines,
+        text=hit.text.split("\n"),
+        matched=tuple(w for w in words if w in folded),
+        score=1.0 - hit.distance,
+        via="vector",
+    )
+
+
+def _fuse(lexical: list[_Candidate], semantic: list[_Candidate], limit: int) -> list[_Candidate]:
+    """Reciprocal rank fusion of the two rankings (a passage both found adds both terms), passages that say one of
+    the query's identifiers first, and near-duplicates (the same text, case and spacing aside) collapsed into the
+    best of them."""
+    fused: dict[tuple[str, int, int], _Candidate] = {}
+    for ranking in (lexical, semantic):
+        for rank, c in enumerate(ranking, start=1):
+            key = (c.path, c.start_line, c.lines)
+            share = 1.0 / (RRF_K + rank)
+            seen = fused.get(key)
+            if seen is None:
+                fused[key] = dataclasses.replace(c, score=share)
+            else:
+                seen.score += share
+                seen.via = "bm25+vector"
+                seen.ident = seen.ident or c.ident
+    ordered = sorted(fused.values(), key=lambda c: (not c.ident, -c.score, c.path, c.start_line))
+    out: list[_Candidate] = []
+    texts: set[str] = set()
+    for c in ordered:
+        same = digest(" ".join(" ".join(c.text).lower().split()))
+        if same not in texts:
+            texts.add(same)
+            out.append(c)
+            if len(out) == limit:
+                break
+    return out

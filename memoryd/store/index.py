@@ -538,6 +538,24 @@ class NoteIndex:
             for path, start, end, heading, text, rank in rows
         ]
 
+    def documents(self) -> dict[str, str]:
+        """path → sha256 of every indexed file."""
+        with self._reading() as reader:
+            if reader is None:
+                return {}
+            return {str(p): str(s) for p, s in reader.execute("SELECT path, sha256 FROM documents")}
+
+    def sections(self, path: str) -> list[tuple[int, int, str, str]]:
+        """The chunks of one indexed file, in order: (start_line, end_line, heading, text)."""
+        sql = (
+            "SELECT c.start_line, c.end_line, c.heading, c.text FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
+            "WHERE d.path = ? ORDER BY c.start_line"
+        )
+        with self._reading() as reader:
+            if reader is None:
+                return []
+            return [(int(s), int(e), str(h), str(t)) for s, e, h, t in reader.execute(sql, (path,))]
+
     def counts(self) -> tuple[int, int]:
         with self._reading() as reader:
             if reader is None:

@@ -67,6 +67,18 @@ def units(lines: list[str]) -> list[tuple[int, int, bool]]:
     return spans
 
 
+def passage_spans(lines: list[str]) -> list[tuple[int, int]]:
+    """(start, end) of every passage of a section: its units, a paragraph over ``MAX_LINES`` cut into windows. What
+    search ranks, and what the vector index embeds (so the two name the same lines)."""
+    spans: list[tuple[int, int]] = []
+    for start, end, cuttable in units(lines):
+        if cuttable and end - start > MAX_LINES:
+            spans += [(s, min(s + MAX_LINES, end)) for s in range(start, end, MAX_LINES)]
+        else:
+            spans.append((start, end))
+    return spans
+
+
 def _stem(word: str) -> str:
     """A light English stem (plural and verb endings), enough to match 'migrations' to 'migration' inside one
     section; CJK and identifiers are left as they are."""
@@ -85,12 +97,7 @@ def rank(lines: list[str], words: list[str]) -> list[Passage]:
     keys = [k for k in _keys(tuple(words)) if k[1] in folded]
     if not keys:
         return []
-    spans: list[tuple[int, int]] = []
-    for start, end, cuttable in units(lines):
-        if cuttable and end - start > MAX_LINES:
-            spans += [(s, min(s + MAX_LINES, end)) for s in range(start, end, MAX_LINES)]
-        else:
-            spans.append((start, end))
+    spans = passage_spans(lines)
     if not spans:
         return []
     folded_lines = folded.split("\n")

@@ -310,6 +310,7 @@ class Query:
 
     terms: list[Term]
     words: list[str]
+    idents: list[str]  # its identifiers, lower-cased (ERR_UART_TIMEOUT_0x3F): hits saying one stay on top
 
 
 def parse_query(query: str) -> Query:
@@ -318,7 +319,7 @@ def parse_query(query: str) -> Query:
     query = _normalize(query[:MAX_QUERY_CHARS])
     idents = _IDENT.findall(query)
     words, pairs = _query_words(query)
-    return Query(_terms(query, idents, words, pairs), _marked(idents, words))
+    return Query(_terms(query, idents, words, pairs), _marked(idents, words), [i.lower() for i in idents])
 
 
 def match_terms(query: str) -> list[Term]:

