@@ -94,7 +94,11 @@ def _embedded(rpc: Rpc, workspaces: list[str]) -> int:
         counts = []
         for ws in workspaces:
             vectors = rpc.call("status", {"workspace": ws})["workspaces"][0].get("vectors") or {}
-            if vectors.get("problem") and vectors["problem"]["reason"] != "embeddings_loading":
+            if vectors.get("problem") and vectors["problem"]["reason"] not in (
+                "embeddings_loading",
+                "vectors_loading",
+                "vectors_behind",
+            ):
                 raise SystemExit(f"vectors unavailable: {vectors['problem']}")
             counts.append((vectors.get("embedded", 0), vectors.get("total", 0)))
         if all(total and done == total for done, total in counts):
@@ -110,10 +114,17 @@ def main() -> int:
     parser.add_argument(
         "--provider", default="none", help="embedding_provider for the daemon (use-m3, e5-small; none for bm25)"
     )
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a daemon setting, e.g. search_fusion=weighted",
+    )
     args = parser.parse_args()
     samples = json.loads(args.data.read_text(encoding="utf-8"))
     print(f"# locomo_daemon · {conditions()}")
-    print(f"mode {args.mode}, provider {args.provider}, limit {args.limit}")
+    print(f"mode {args.mode}, provider {args.provider}, limit {args.limit}, settings {args.setting}")
     scores: dict[int, list[tuple[float, ...]]] = defaultdict(list)
     hit_lines: list[int] = []
     dropped: list[str] = []
@@ -123,6 +134,7 @@ def main() -> int:
     search_s: list[float] = []
     try:
         provider = {"MEMORYD_EMBEDDING_PROVIDER": args.provider}
+        provider.update({f"MEMORYD_{k.upper()}": v for k, _, v in (x.partition("=") for x in args.setting)})
         with daemon(log_level="warning", extra_env=provider) as (home, _env):
             rpc = Rpc(str(home / "run" / "memoryd.sock"))
             started = time.perf_counter()

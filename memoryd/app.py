@@ -69,6 +69,8 @@ class App:
                     ),
                     vector_extension=settings.vector_extension,
                 ),
+                fusion=settings.search_fusion,
+                vector_weight=settings.search_vector_weight,
             )
         )
         self.rules = RulesService(

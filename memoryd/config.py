@@ -125,6 +125,12 @@ class Settings:
         "sp.model (empty: the copy the package ships).",
     )
     embedding_timeout_s: float = _setting(30.0, "openai-compatible: how long one embeddings request may take.")
+    search_fusion: str = _setting(
+        "rrf", "How hybrid search fuses BM25 and vectors: rrf (reciprocal rank fusion) or weighted (scores scaled 0-1)."
+    )
+    search_vector_weight: float = _setting(
+        0.5, "The meaning side's share in hybrid fusion, 0-1 (0.5: equal; lower leans on words)."
+    )
     vector_extension: str = _setting(
         "", "Path of the sqlite-vec loadable extension; empty: the one the sqlite-vec package ships."
     )
@@ -166,6 +172,10 @@ def _coerce(f: dataclasses.Field[Any], raw: Any, origin: str) -> Any:
         raise SettingsError(
             f"{origin}: embedding_provider must be auto, none, use-m3, e5-small or openai-compatible, got {raw!r}"
         )
+    if f.name == "search_fusion" and value not in {"rrf", "weighted"}:
+        raise SettingsError(f"{origin}: search_fusion must be rrf or weighted, got {raw!r}")
+    if f.name == "search_vector_weight" and value > 1:
+        raise SettingsError(f"{origin}: search_vector_weight must be in (0, 1], got {raw!r}")
     if f.name == "log_level" and value not in {"debug", "info", "warning", "error"}:
         raise SettingsError(f"{origin}: log_level must be debug, info, warning or error, got {raw!r}")
     return value

@@ -79,6 +79,8 @@ class NotesSettings:
     watch_debounce_ms: int
     reconcile_interval_s: float
     semantic: SemanticSettings
+    fusion: str = "rrf"  # how hybrid search fuses its two rankings: rrf or weighted
+    vector_weight: float = 0.5  # the meaning side's share in that fusion (0-1)
 
 
 class NotesService:
@@ -347,7 +349,10 @@ class NotesService:
             if used != "bm25":
                 near = self.semantic.nearest(ws.id, query, candidates)
                 semantic = [_from_vector(h, parsed.words[: textindex.MAX_TERMS]) for h in near]
-            chosen = _fuse(lexical, semantic, limit) if used == "hybrid" else (semantic or lexical)[:limit]
+            if used == "hybrid":
+                chosen = _fuse(lexical, semantic, limit, self.settings.fusion, self.settings.vector_weight)
+            else:
+                chosen = (semantic or lexical)[:limit]
             hits = [c.hit(ws.id, snippet_max_chars) for c in chosen]
             return hits, notes.index.check_file(header=False)  # a stat: deleted or replaced under us?
 
@@ -616,15 +621,29 @@ def _from_vector(hit: VectorHit, words: list[str]) -> _Candidate:
     )
 
 
-def _fuse(lexical: list[_Candidate], semantic: list[_Candidate], limit: int) -> list[_Candidate]:
-    """Reciprocal rank fusion of the two rankings (a passage both found adds both terms), passages that say one of
-    the query's identifiers first, and near-duplicates (the same text, case and spacing aside) collapsed into the
-    best of them."""
+def _fuse(
+    lexical: list[_Candidate], semantic: list[_Candidate], limit: int, method: str = "rrf", vector_weight: float = 0.5
+) -> list[_Candidate]:
+    """Fuse the two rankings, passages that say one of the query's identifiers first, and near-duplicates (the same
+    text, case and spacing aside) collapsed into the best of them.
+
+    ``rrf``: reciprocal rank fusion, each side's 1 / (K + rank) weighted (a passage both found adds both);
+    ``weighted``: a weighted sum of each side's score scaled to 0-1 (BM25 by its best; cosine similarity
+    min-max over the candidates). ``vector_weight`` is the meaning side's share (0-1)."""
+    weights = (2 * (1 - vector_weight), 2 * vector_weight)  # 0.5: both 1, as plain RRF
     fused: dict[tuple[str, int, int], _Candidate] = {}
-    for ranking in (lexical, semantic):
-        for rank, c in enumerate(ranking, start=1):
+    for side, ranking in enumerate((lexical, semantic)):
+        if method == "weighted" and ranking:
+            top, low = max(c.score for c in ranking), min(c.score for c in ranking)
+            shares = [
+                weights[side]
+                * ((c.score / top if top > 0 else 0.0) if side == 0 else (c.score - low) / ((top - low) or 1))
+                for c in ranking
+            ]
+        else:
+            shares = [weights[side] / (RRF_K + rank) for rank in range(1, len(ranking) + 1)]
+        for c, share in zip(ranking, shares, strict=True):
             key = (c.path, c.start_line, c.lines)
-            share = 1.0 / (RRF_K + rank)
             seen = fused.get(key)
             if seen is None:
                 fused[key] = dataclasses.replace(c, score=share)
