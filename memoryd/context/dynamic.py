@@ -1,0 +1,48 @@
+"""Render the dynamic part of ``context``: recalled passages, best first, then recent daily entries, newest first,
+within a budget in characters. Pure functions, no I/O."""
+
+from __future__ import annotations
+
+from memoryd.context.api import ContextItem, RecentNote
+from memoryd.context.recent import Entry
+
+ENTRY_MAX = 1200  # characters of one daily entry's body; a longer one ends with "…" (`get` reads the rest)
+
+
+def render(
+    items: list[ContextItem], entries: list[Entry], budget: int
+) -> tuple[str, list[ContextItem], list[RecentNote]]:
+    """The text and what it holds: as many items, then entries, as fit in ``budget`` characters, whole."""
+    out: list[str] = []
+    used = 0
+    shown_items: list[ContextItem] = []
+    shown_recent: list[RecentNote] = []
+
+    def add(block: str) -> bool:
+        nonlocal used
+        size = len(block) + (2 if out else 0)
+        if used + size > budget:
+            return False
+        out.append(block)
+        used += size
+        return True
+
+    if items and add("## Recalled from memory for this prompt"):
+        for item in items:
+            heading = f" — {item.heading}" if item.heading else ""
+            if not add(f"### {item.path}:{item.start_line}{heading}\n{item.snippet.rstrip()}"):
+                break
+            shown_items.append(item)
+    if entries and add("## Recent daily notes, newest first"):
+        for entry in entries:
+            body = "\n".join(entry.body)
+            if len(body) > ENTRY_MAX:
+                body = body[: ENTRY_MAX - 1] + "…"
+            if not add(f"### {entry.path}:{entry.start_line} — {entry.heading}\n{body}".rstrip()):
+                break
+            shown_recent.append(
+                RecentNote(path=entry.path, start_line=entry.start_line, lines=entry.lines, heading=entry.heading)
+            )
+    if out and out[-1].startswith("## ") and "\n" not in out[-1]:  # a heading with nothing under it
+        out.pop()
+    return "\n\n".join(out), shown_items, shown_recent
