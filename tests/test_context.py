@@ -135,6 +135,9 @@ def test_a_prompt_about_the_past_adds_recent_daily_notes(daemon: Daemon, workspa
     recent_part = text.split("## Recalled from memory")[0]
     assert "secret" not in text and "2026-03-02" not in recent_part
     assert context(daemon, ws, query_text="rename the previous_page variable")["dynamic"]["recent"] == []
+    daemon.call("index", {"workspace": ws})  # a hand-written private span is indexed; recall never shows it
+    leak = context(daemon, ws, query_text="secret3 morning")["dynamic"]
+    assert leak["items"] and "secret" not in leak["text"] and "morning" in leak["text"]
 
 
 def test_a_session_keeps_its_bytes_across_changes_and_restarts(daemon_factory: Any) -> None:

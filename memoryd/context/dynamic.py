@@ -6,6 +6,7 @@ from __future__ import annotations
 from memoryd.context.api import ContextItem, RecentNote
 from memoryd.context.recent import Entry
 
+RECENT_SHARE = 60  # percent of the budget recent daily notes may take when there are recalled passages too
 ENTRY_MAX = 1200  # characters of one daily entry's body; a longer one ends with "…" (`get` reads the rest)
 
 
@@ -19,22 +20,24 @@ def render(
     shown_items: list[ContextItem] = []
     shown_recent: list[RecentNote] = []
 
-    def add(block: str) -> bool:
+    def add(block: str, limit: int = budget) -> bool:
         nonlocal used
         size = len(block) + (2 if out else 0)
-        if used + size > budget:
+        if used + size > limit:
             return False
         out.append(block)
         used += size
         return True
 
-    # A prompt about the past is answered by the recent days first; recall then adds what they do not hold.
-    if entries and add("## Recent daily notes, newest first"):
+    # A prompt about the past is answered by the recent days first; recall then adds what they do not hold, in
+    # the room RECENT_SHARE leaves it.
+    recent_budget = budget * RECENT_SHARE // 100 if items else budget
+    if entries and add("## Recent daily notes, newest first", recent_budget):
         for entry in entries:
             body = "\n".join(entry.body)
             if len(body) > ENTRY_MAX:
                 body = body[: ENTRY_MAX - 1] + "…"
-            if not add(f"### {entry.path}:{entry.start_line} — {entry.heading}\n{body}".rstrip()):
+            if not add(f"### {entry.path}:{entry.start_line} — {entry.heading}\n{body}".rstrip(), recent_budget):
                 break
             shown_recent.append(
                 RecentNote(path=entry.path, start_line=entry.start_line, lines=entry.lines, heading=entry.heading)

@@ -19,6 +19,7 @@ from memoryd import fsio
 from memoryd.context import dynamic, recent, render, snapshots, trigger
 from memoryd.context.api import ContextItem, ContextResult, Degraded, DynamicContext, StableContext
 from memoryd.errors import AppError
+from memoryd.notes.daily import strip_private
 from memoryd.notes.service import NotesService
 from memoryd.rules.api import ResolveParams
 from memoryd.rules.service import RulesService
@@ -147,7 +148,7 @@ class ContextService:
                     start_line=h.start_line,
                     lines=h.lines,
                     heading=h.heading,
-                    snippet=h.snippet,
+                    snippet=strip_private(h.snippet),  # a hand-edited file's private spans: never into a prompt
                     score=h.score,
                 )
                 for h in found.hits
