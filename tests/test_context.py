@@ -208,7 +208,8 @@ def test_truncation_stays_within_the_budget_and_names_what_was_cut(daemon: Daemo
     assert last.startswith("[memoryd: cut to 9000 characters; left out: memory/MEMORY.md from line ")
     first_cut = int(re.search(r"from line (\d+)", last).group(1))  # type: ignore[union-attr]
     lines = (root / "memory" / "MEMORY.md").read_text(encoding="utf-8").splitlines()
-    assert lines[first_cut - 1] not in text.splitlines()[:-1] or lines[first_cut - 1] == ""
+    shown = text.splitlines()[:-2]  # the text before the blank line and the note
+    assert shown[-1] == [line for line in lines[: first_cut - 1] if line.strip()][-1]  # cut right after it
     assert "and " in last and "more" in last and "memoryctl get memory/MEMORY.md --from" in last
     assert "Section 0" in text and "Section 39" not in text.replace(last, "")
     small = context(daemon, ws, budget_chars=2000)["stable"]
@@ -239,6 +240,8 @@ def test_the_stable_text_never_exceeds_its_budget(memory: str, facts: dict[str, 
     assert len(out.text) <= budget
     assert out.truncated == out.text.rsplit("\n", 1)[-1].startswith("[memoryd: cut to")
     assert out == render.render(rules, memory, "0" * 64, budget)  # deterministic
+    if out.sources[0].cut:  # the rules were cut: the note says so first
+        assert "left out: rules:" in out.text.rsplit("\n", 1)[-1]
 
 
 @pytest.mark.parametrize(
