@@ -113,8 +113,8 @@ class Settings:
     )
     context_budget_chars: int = _setting(
         9000,
-        "Ceiling of context's stable part in characters (Claude Code inlines at most 10,000 of hook context); "
-        "a request's budget_chars may lower it.",
+        "Ceiling of context's stable part in characters, at least 1000 (Claude Code inlines at most 10,000 of "
+        "hook context); a request's budget_chars may lower it.",
     )
     context_dynamic_max_chars: int = _setting(6000, "Ceiling of context's dynamic part (recall, recent notes).")
     context_snapshot_ttl_hours: float = _setting(
@@ -160,6 +160,8 @@ def _coerce(f: dataclasses.Field[Any], raw: Any, origin: str) -> Any:
         raise SettingsError(f"{origin}: {f.name} must be positive, got {raw!r}")
     if f.name == "min_confidence" and value > 1:
         raise SettingsError(f"{origin}: min_confidence must be in (0, 1], got {raw!r}")
+    if f.name == "context_budget_chars" and value < 1000:
+        raise SettingsError(f"{origin}: context_budget_chars must be at least 1000, got {raw!r}")
     if f.name == "log_level" and value not in {"debug", "info", "warning", "error"}:
         raise SettingsError(f"{origin}: log_level must be debug, info, warning or error, got {raw!r}")
     return value

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from memoryctl.rpc import RemoteError
 
+from memoryd.config import SettingsError, load_settings
 from memoryd.context import render
 from memoryd.context.trigger import asks_about_past
 from tests.conftest import Daemon, daemon_env, short_tmp, wait_for
@@ -331,3 +332,12 @@ def test_the_trigger_is_precise_and_finds_past_references() -> None:
     precision, recall = tp / (tp + fp), tp / (tp + fn)
     print(f"\npast-reference trigger on {len(PROMPTS)} prompts: precision {precision:.3f}, recall {recall:.3f}")
     assert precision >= 0.9 and recall >= 0.9
+
+
+def test_the_context_settings_are_checked(tmp_path: Path) -> None:
+    assert (
+        load_settings(home=str(tmp_path), overrides={"context_snapshot_ttl_hours": "0"}).context_snapshot_ttl_hours == 0
+    )
+    for name, value in (("context_snapshot_ttl_hours", "-1"), ("context_budget_chars", "500")):
+        with pytest.raises(SettingsError):
+            load_settings(home=str(tmp_path), overrides={name: value})

@@ -106,10 +106,12 @@ def render(rules: ResolvedRules | None, memory: str | None, memory_sha256: str |
     else:
         room = budget - NOTE_MAX - 2  # the blank line before the note
         for n, block in enumerate(blocks):
-            if _size(block.lines) <= room - _size(kept):
+            size = _size(block.lines)
+            if size <= room:
                 kept.extend(block.lines)
+                room -= size
                 continue
-            fitting = _fitting(block.lines, room - _size(kept))
+            fitting = _fitting(block.lines, room)
             if block.source == MEMORY_FILE and block.label and fitting >= MIN_PARTIAL:
                 kept.extend(block.lines[:fitting])
                 partly = _Block(block.source, block.label, block.lines[fitting:], block.first_line + fitting)
