@@ -13,6 +13,7 @@ import structlog
 from memoryd import __version__
 from memoryd import log as logsetup
 from memoryd.config import Settings
+from memoryd.context.service import ContextService, ContextSettings
 from memoryd.embed import EmbedSettings
 from memoryd.errors import AppError
 from memoryd.notes.semantic import SemanticSettings
@@ -28,12 +29,13 @@ log = structlog.get_logger("memoryd.app")
 
 
 def build_dispatcher() -> Dispatcher:
-    from memoryd.methods import admin, notes, rules
+    from memoryd.methods import admin, context, notes, rules
 
     dispatcher = Dispatcher()
     admin.register(dispatcher)
     notes.register(dispatcher)
     rules.register(dispatcher)
+    context.register(dispatcher)
     return dispatcher
 
 
@@ -83,6 +85,18 @@ class App:
                 watch=settings.watch,
             ),
             self.notes,
+        )
+        self.context = ContextService(
+            ContextSettings(
+                state_dir=settings.dirs.workspaces_state,
+                budget_chars=settings.context_budget_chars,
+                dynamic_max_chars=settings.context_dynamic_max_chars,
+                snapshot_ttl_s=settings.context_snapshot_ttl_hours * 3600,
+                snapshot_max_files=settings.context_snapshot_max_files,
+                memory_max_bytes=settings.index_max_file_bytes,
+            ),
+            self.notes,
+            self.rules,
         )
         self.notes.on_rules_changed = self._rules_changed
         self.locks: dict[str, WorkspaceLock] = {}

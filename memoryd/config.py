@@ -134,6 +134,18 @@ class Settings:
     vector_extension: str = _setting(
         "", "Path of the sqlite-vec loadable extension; empty: the one the sqlite-vec package ships."
     )
+    context_budget_chars: int = _setting(
+        9000,
+        "Ceiling of context's stable part in characters, at least 1000 (Claude Code inlines at most 10,000 of "
+        "hook context); a request's budget_chars may lower it.",
+    )
+    context_dynamic_max_chars: int = _setting(6000, "Ceiling of context's dynamic part (recall, recent notes).")
+    context_snapshot_ttl_hours: float = _setting(
+        24.0, "A session's stable snapshot is reused this long after it was made; 0: never reused."
+    )
+    context_snapshot_max_files: int = _setting(
+        1000, "Stable snapshots kept per workspace; making one more removes the expired, then the oldest."
+    )
 
     # Not settings proper: where things are. Filled by load_settings.
     dirs: Dirs = field(default_factory=Dirs.resolve, metadata={"internal": True})
@@ -142,6 +154,9 @@ class Settings:
 
 def public_fields() -> list[dataclasses.Field[Any]]:
     return [f for f in dataclasses.fields(Settings) if not f.metadata.get("internal")]
+
+
+ZERO_ALLOWED = {"context_snapshot_ttl_hours"}  # may be 0; every other number must be positive
 
 
 class SettingsError(ValueError):
@@ -164,7 +179,7 @@ def _coerce(f: dataclasses.Field[Any], raw: Any, origin: str) -> Any:
     except (TypeError, ValueError) as exc:
         what = {int: "a whole number", float: "a number", bool: "true or false", str: "text"}.get(kind, kind.__name__)
         raise SettingsError(f"{origin}: {f.name} must be {what}, got {raw!r}") from exc
-    if kind in (int, float) and value <= 0:
+    if kind in (int, float) and (value < 0 if f.name in ZERO_ALLOWED else value <= 0):
         raise SettingsError(f"{origin}: {f.name} must be positive, got {raw!r}")
     if f.name == "min_confidence" and value > 1:
         raise SettingsError(f"{origin}: min_confidence must be in (0, 1], got {raw!r}")
@@ -176,6 +191,8 @@ def _coerce(f: dataclasses.Field[Any], raw: Any, origin: str) -> Any:
         raise SettingsError(f"{origin}: search_fusion must be rrf or weighted, got {raw!r}")
     if f.name == "search_vector_weight" and value > 1:
         raise SettingsError(f"{origin}: search_vector_weight must be in (0, 1], got {raw!r}")
+    if f.name == "context_budget_chars" and value < 1000:
+        raise SettingsError(f"{origin}: context_budget_chars must be at least 1000, got {raw!r}")
     if f.name == "log_level" and value not in {"debug", "info", "warning", "error"}:
         raise SettingsError(f"{origin}: log_level must be debug, info, warning or error, got {raw!r}")
     return value

@@ -53,6 +53,15 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644, durable: bool = 
         fsync_dir(path.parent)
 
 
+def remove(path: Path) -> bool:
+    """Delete the file ``path`` (never a directory); False when it was already gone."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 @cache
 def _syncfs() -> Callable[[int], int] | None:
     """Linux's syncfs(2): flush one filesystem. None elsewhere."""

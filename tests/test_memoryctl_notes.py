@@ -117,6 +117,7 @@ def test_help_lists_every_verb() -> None:
             "get",
             "index",
             "validate",
+            "context",
             "observe",
             "compile",
             "resolve",

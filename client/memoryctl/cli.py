@@ -225,7 +225,36 @@ def verb_call(args: argparse.Namespace) -> tuple[str, dict[str, Any], Render]:
         return "index", _scoped(args, params), _render_index
     if verb == "validate":
         return "validate", _scoped(args, {}), _render_validate
+    if verb == "context":
+        return "context", _context_params(args), lambda r: _render_context(r, args.part)
     raise Usage(f"unknown verb {verb}")
+
+
+def _context_params(args: argparse.Namespace) -> dict[str, Any]:
+    params: dict[str, Any] = {"workspace": workspace_of(args)}
+    query = sys.stdin.read() if args.query == "-" else args.query
+    if query:
+        params["query_text"] = query
+    for key in ("model_id", "fw_version", "instance_id", "session_id", "budget_chars"):
+        if getattr(args, key) is not None:
+            params[key] = getattr(args, key)
+    return params
+
+
+CONTEXT_SEPARATOR = "----- dynamic -----"
+
+
+def _render_context(result: dict[str, Any], part: str) -> str:
+    """Both parts, stable first, with a separator line; or one part's text alone, exactly (for a hook)."""
+    stable, dynamic = str(result["stable"]["text"]), str(result["dynamic"]["text"])
+    if part == "stable":
+        return stable
+    if part == "dynamic":
+        return dynamic
+    notes = []
+    if result["dynamic"].get("degraded"):
+        notes.append(f"(degraded: {result['dynamic']['degraded']['reason']})")
+    return "\n".join([stable or "(no stable context)", "", CONTEXT_SEPARATOR, *notes, dynamic or "(nothing recalled)"])
 
 
 def _get_path(path: str) -> str:
@@ -379,6 +408,7 @@ VERBS = {
     "get": "read lines of a memory file",
     "index": "bring the index up to date",
     "validate": "check layout, headings and paths",
+    "context": "what a host injects: stable rules and memory, then recall for a prompt",
     "observe": "record one observation (evidence)",
     "compile": "evidence to rules: prepare a request for the LLM, apply its response",
     "resolve": "merged facts for a model and firmware version, and why",
@@ -464,6 +494,21 @@ def _configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentP
         )
         p.add_argument("--from", dest="from_line", type=int, default=1, metavar="LINE", help="first line (default: 1)")
         p.add_argument("--lines", type=int, default=40, metavar="N", help="how many lines, at most 200 (default: 40)")
+    elif verb == "context":
+        p.add_argument("--query", "-q", metavar="TEXT", help="the prompt to recall for, or - to read standard input")
+        p.add_argument("--model-id", help="with --fw-version: include the rules resolved for this device")
+        p.add_argument("--fw-version", help="the device's firmware version")
+        p.add_argument("--instance-id", help="include this instance's overrides")
+        p.add_argument("--session-id", help="the host's session: the stable part stays the same bytes all session")
+        p.add_argument(
+            "--budget-chars", type=int, metavar="N", help="lower the stable part's ceiling (default: the setting, 9000)"
+        )
+        p.add_argument(
+            "--part",
+            choices=["both", "stable", "dynamic"],
+            default="both",
+            help="print both parts (default) or one part's text alone",
+        )
     elif verb in RULE_VERBS:  # only these verbs pay for importing rules_cli
         from memoryctl import rules_cli
 

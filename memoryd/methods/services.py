@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol, cast
 
 from memoryd.config import Settings
+from memoryd.context.service import ContextService
 from memoryd.notes.service import NotesService
 from memoryd.rpc import Context
 from memoryd.rules.service import RulesService
@@ -23,6 +24,7 @@ class Services(Protocol):
     registry: Registry
     notes: NotesService
     rules: RulesService
+    context: ContextService
 
     async def workspace(self, ref: str, *, write: bool = False) -> Workspace: ...
 

@@ -1,0 +1,168 @@
+"""What a coding agent's host injects at session start and per prompt (issue 12 item 7): ``context``.
+
+The stable part (resolved rules + memory/MEMORY.md) is the same bytes for every prompt and, with a session id, for
+the whole session (snapshots); the dynamic part is recall for the prompt, plus recent daily notes when the prompt
+asks about the past. Decision 0007 says what goes where and why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import structlog
+
+from memoryd import fsio
+from memoryd.context import dynamic, recent, render, snapshots, trigger
+from memoryd.context.api import ContextItem, ContextResult, Degraded, DynamicContext, StableContext
+from memoryd.errors import AppError
+from memoryd.notes.daily import strip_private
+from memoryd.notes.service import NotesService
+from memoryd.rules.api import ResolveParams
+from memoryd.rules.service import RulesService
+from memoryd.workspaces import Workspace
+
+log = structlog.get_logger("memoryd.context")
+
+
+@dataclass(frozen=True, slots=True)
+class ContextSettings:
+    """What the context domain needs of the daemon's settings (the composition root reads them and passes these)."""
+
+    state_dir: Path  # snapshots go to <state_dir>/<workspace id>/context/
+    budget_chars: int  # the stable part's ceiling; a request may only lower it
+    dynamic_max_chars: int
+    snapshot_ttl_s: float
+    snapshot_max_files: int
+    memory_max_bytes: int  # MEMORY.md and daily files larger than this are not read
+    recall_limit: int = 6
+    recall_snippet_chars: int = 400
+    recent_days: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ContextRequest:
+    model_id: str | None = None
+    fw_version: str | None = None
+    instance_id: str | None = None
+    query_text: str | None = None
+    session_id: str | None = None
+    budget_chars: int | None = None
+
+
+class ContextService:
+    def __init__(self, settings: ContextSettings, notes: NotesService, rules: RulesService) -> None:
+        self.settings = settings
+        self.notes = notes
+        self.rules = rules
+        self._snapshot_locks: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
+
+    async def context(self, ws: Workspace, request: ContextRequest) -> ContextResult:
+        stable, fresh = await self.stable(ws, request)
+        # MEMORY.md is in the stable part whole and as it is now: recalling its passages again only repeats them
+        skip = {render.MEMORY_FILE} if fresh and not any(s.cut for s in stable.sources) else set()
+        return ContextResult(stable=stable, dynamic=await self.dynamic(ws, request.query_text, skip))
+
+    # --- stable -------------------------------------------------------------------------------------------
+
+    async def stable(self, ws: Workspace, request: ContextRequest) -> tuple[StableContext, bool]:
+        """The stable part, and whether it was rendered from the files now (not a session's older snapshot)."""
+        budget = min(request.budget_chars or self.settings.budget_chars, self.settings.budget_chars)
+        if request.session_id is None:
+            return await self._render(ws, request, budget), True
+        shape = snapshots.Shape(request.model_id, request.fw_version, request.instance_id, budget)
+        name = snapshots.key(request.session_id, shape)
+        store = snapshots.SnapshotStore(
+            self.settings.state_dir / ws.id / "context", self.settings.snapshot_ttl_s, self.settings.snapshot_max_files
+        )
+        async with self._snapshot_locks[ws.id]:  # two first calls of one session: one renders, the other reuses
+            kept = await anyio.to_thread.run_sync(store.load, name)
+            if kept is not None:
+                return kept.model_copy(update={"snapshot": "reused"}), False
+            stable = await self._render(ws, request, budget)
+            try:
+                await anyio.to_thread.run_sync(store.save, name, stable)
+            except OSError as exc:  # a full or read-only state dir: the answer stands, the next call renders again
+                log.warning("context_snapshot_not_saved", workspace_id=ws.id, error=type(exc).__name__)
+            return stable.model_copy(update={"snapshot": "created"}), True
+
+    async def _render(self, ws: Workspace, request: ContextRequest, budget: int) -> StableContext:
+        rules = None
+        if request.model_id is not None and request.fw_version is not None:
+            answer = await self.rules.resolve(
+                ws,
+                ResolveParams(
+                    workspace=ws.id,
+                    model_id=request.model_id,
+                    fw_version=request.fw_version,
+                    instance_id=request.instance_id,
+                ),
+            )
+            rules = render.ResolvedRules(
+                model_id=answer.model_id,
+                fw_version=answer.fw_version,
+                instance_id=answer.instance_id,
+                facts=answer.facts,
+                winners={key: entry.rule_id for key, entry in answer.trace.items()},
+                rules=answer.rules,
+            )
+        data = await anyio.to_thread.run_sync(self._read_memory, ws.path)
+        memory = None if data is None else render.normalise_memory(data)
+        digest = None if data is None else hashlib.sha256(data).hexdigest()
+        return render.render(rules, memory, digest, budget)
+
+    def _read_memory(self, root: Path) -> bytes | None:
+        target = fsio.within(root, root / render.MEMORY_FILE)
+        if target is None:  # a symlink out of the workspace
+            log.warning("context_memory_refused", reason="outside the workspace")
+            return None
+        try:
+            return fsio.read_regular(target, self.settings.memory_max_bytes)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:  # a FIFO, a directory, too large, unreadable: left out, logged
+            log.warning("context_memory_unreadable", error=type(exc).__name__)
+            return None
+
+    # --- dynamic ------------------------------------------------------------------------------------------
+
+    async def dynamic(self, ws: Workspace, query_text: str | None, skip: set[str]) -> DynamicContext:
+        if not query_text or not query_text.strip():
+            return DynamicContext(text="", items=[])
+        past = trigger.asks_about_past(query_text)
+        degraded = None
+        items: list[ContextItem] = []
+        try:
+            found = await self.notes.search(
+                ws, query_text, self.settings.recall_limit, self.settings.recall_snippet_chars
+            )
+        except AppError as exc:  # the index is being rebuilt, …: the stable part and recent notes still answer
+            degraded = Degraded(reason=exc.name, message=exc.message)
+        else:
+            items = [
+                ContextItem(
+                    path=h.path,
+                    start_line=h.start_line,
+                    lines=h.lines,
+                    heading=h.heading,
+                    snippet=strip_private(h.snippet),  # a hand-edited file's private spans: never into a prompt
+                    score=h.score,
+                )
+                for h in found.hits
+                if h.path not in skip
+            ]
+            if found.stale:
+                degraded = Degraded(
+                    reason="stale",
+                    message=f"{len(found.pending)} changed file(s) not yet indexed; recall may miss them",
+                )
+        entries = []
+        if past:
+            entries = await anyio.to_thread.run_sync(
+                recent.entries, ws.path, self.settings.recent_days, self.settings.memory_max_bytes
+            )
+        text, shown, notes = dynamic.render(items, entries, self.settings.dynamic_max_chars)
+        return DynamicContext(text=text, items=shown, recent=notes, asks_about_past=past, degraded=degraded)
