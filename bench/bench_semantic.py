@@ -87,10 +87,17 @@ QUESTIONS: list[tuple[str, str, int]] = [  # (class, question, index of the righ
 MODES = ("bm25", "vector", "hybrid")
 
 
+SETTINGS: dict[str, str] = {}  # daemon settings from --setting
+
+
+def _daemon_env(provider: str) -> dict[str, str]:
+    return {"MEMORYD_EMBEDDING_PROVIDER": provider, **SETTINGS}
+
+
 def quality(provider: str) -> None:
     work = Path(tempfile.mkdtemp(prefix="mdsq", dir="/tmp"))
     try:
-        with daemon(log_level="warning", extra_env={"MEMORYD_EMBEDDING_PROVIDER": provider}) as (home, _env):
+        with daemon(log_level="warning", extra_env=_daemon_env(provider)) as (home, _env):
             rpc = Rpc(str(home / "run" / "memoryd.sock"))
             ws = rpc.call("workspace.add", {"path": str(work)})["workspace_id"]
             lines: dict[int, int] = {}  # every line of an entry → its note
@@ -148,7 +155,7 @@ def latency(provider: str, mb: float, rounds: int = 200) -> None:
     work = Path(tempfile.mkdtemp(prefix="mdsl", dir="/tmp"))
     try:
         targets = generate(work, mb, targets_wanted=rounds) if mb else []
-        with daemon(log_level="warning", extra_env={"MEMORYD_EMBEDDING_PROVIDER": provider}) as (home, _env):
+        with daemon(log_level="warning", extra_env=_daemon_env(provider)) as (home, _env):
             rpc = Rpc(str(home / "run" / "memoryd.sock"))
             ws = rpc.call("workspace.add", {"path": str(work)})["workspace_id"]
             report = rpc.call("index", {"workspace": ws})["workspaces"][0]
@@ -178,8 +185,10 @@ def main() -> None:
     parser.add_argument("--provider", default="use-m3")
     parser.add_argument("--latency-mb", default="", help="corpus sizes for the latency runs, e.g. 2,50")
     parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE", help="a daemon setting")
     args = parser.parse_args()
-    print(f"# bench_semantic · {conditions()}")
+    SETTINGS.update({f"MEMORYD_{k.upper()}": v for k, _, v in (x.partition("=") for x in args.setting)})
+    print(f"# bench_semantic · {conditions()} · settings {args.setting}")
     if not args.skip_quality:
         quality(args.provider)
     for mb in [float(x) for x in args.latency_mb.split(",") if x]:

@@ -126,10 +126,12 @@ class Settings:
     )
     embedding_timeout_s: float = _setting(30.0, "openai-compatible: how long one embeddings request may take.")
     search_fusion: str = _setting(
-        "rrf", "How hybrid search fuses BM25 and vectors: rrf (reciprocal rank fusion) or weighted (scores scaled 0-1)."
+        "weighted",
+        "How hybrid search fuses BM25 and vectors: weighted (each side's scores scaled 0-1, summed with "
+        "search_vector_weight) or rrf (reciprocal rank fusion). Measured in docs/decisions/0008.",
     )
     search_vector_weight: float = _setting(
-        0.5, "The meaning side's share in hybrid fusion, 0-1 (0.5: equal; lower leans on words)."
+        0.3, "The meaning side's share in hybrid fusion, 0-1 (0.5: equal; lower leans on words)."
     )
     vector_extension: str = _setting(
         "", "Path of the sqlite-vec loadable extension; empty: the one the sqlite-vec package ships."

@@ -243,6 +243,20 @@ _SPECS = [
         1,
     ),
     ErrorSpec(
+        "MEMORY_ITEM_NOT_FOUND",
+        -32026,
+        "No such memory item",
+        "Item ids are what remember answered (ent_…); they are listed in data/memory/items.jsonl.",
+        1,
+    ),
+    ErrorSpec(
+        "MEMORY_RUN_NOT_FOUND",
+        -32027,
+        "No such recorded change",
+        "Run ids are in data/memory/history.jsonl; `memoryctl timeline` lists the changes.",
+        1,
+    ),
+    ErrorSpec(
         "BATCH_TOO_LARGE",
         -32030,
         "Batch has too many members",

@@ -118,6 +118,8 @@ def test_help_lists_every_verb() -> None:
             "index",
             "validate",
             "context",
+            "forget",
+            "restore",
             "observe",
             "compile",
             "resolve",

@@ -325,10 +325,25 @@ def test_fusion_adds_both_sides_keeps_identifiers_on_top_and_collapses_duplicate
         candidate("a.md", 2, "- one", via="vector"),
         candidate("c.md", 9, "- other", via="vector"),
     ]
-    fused = _fuse(lexical, semantic, 10)
+    fused = _fuse(lexical, semantic, 10, "rrf", 0.5)
     assert [(c.path, c.start_line) for c in fused] == [("a.md", 3), ("a.md", 2), ("c.md", 9)]
     assert fused[1].via == "bm25+vector" and math.isclose(fused[1].score, 1 / 61 + 1 / 62)
-    assert len(_fuse(lexical, semantic, 1)) == 1
+    assert len(_fuse(lexical, semantic, 1, "rrf", 0.5)) == 1
+
+
+def test_weighted_fusion_scales_each_side_and_leans_on_words() -> None:
+    lexical = [candidate("a.md", 1, "- words"), candidate("a.md", 2, "- fewer words")]
+    lexical[0].score, lexical[1].score = 2.0, 1.0
+    semantic = [candidate("b.md", 1, "- meaning", via="vector"), candidate("a.md", 2, "- fewer words", via="vector")]
+    semantic[0].score, semantic[1].score = 0.9, 0.5
+    fused = _fuse(lexical, semantic, 10, "weighted", 0.3)
+    # BM25 scaled by its best (1.0, 0.5), cosine min-max (1.0, 0.0); weights 1.4 and 0.6
+    assert [(c.path, c.start_line, round(c.score, 6)) for c in fused] == [
+        ("a.md", 1, 1.4),
+        ("a.md", 2, 0.7),
+        ("b.md", 1, 0.6),
+    ]
+    assert [c.via for c in fused] == ["bm25", "bm25+vector", "vector"]
 
 
 def test_units_are_the_passages_search_ranks() -> None:
@@ -349,3 +364,15 @@ def test_vectors_are_little_endian_float32_unit_length(fake: FakeEmbeddings) -> 
     (blob,) = provider.encode(["alpha alpha bravo"])
     values = struct.unpack(f"<{provider.dimension}f", blob)
     assert provider.dimension == 16 and math.isclose(sum(v * v for v in values), 1.0, rel_tol=1e-5)
+
+
+def test_a_forgotten_entry_is_not_found_by_meaning(started: list[Daemon], home: Path, fake: FakeEmbeddings) -> None:
+    d = start(started, home, **endpoint(fake))
+    _, ws = add_workspace(d, [])
+    first = d.call("remember", {"workspace": ws, "type": "decision", "text": "alpha bravo charlie"})
+    d.call("remember", {"workspace": ws, "type": "decision", "text": "delta echo foxtrot"})  # same minute and type
+    embedded(d, ws, total=2)
+    d.call("forget", {"workspace": ws, "id": first["id"]})
+    for mode in ("vector", "hybrid"):
+        hits = search(d, ws, "alpha bravo", mode=mode)["hits"]
+        assert hits and not any("alpha" in h["snippet"] for h in hits), mode

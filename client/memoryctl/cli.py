@@ -227,7 +227,26 @@ def verb_call(args: argparse.Namespace) -> tuple[str, dict[str, Any], Render]:
         return "validate", _scoped(args, {}), _render_validate
     if verb == "context":
         return "context", _context_params(args), lambda r: _render_context(r, args.part)
+    if verb in ("forget", "restore"):
+        params = {"workspace": workspace_of(args), "id" if verb == "forget" else "run_id": args.ref}
+        if args.reason:
+            params["reason"] = args.reason
+        return verb, params, _render_forget if verb == "forget" else _render_restore
     raise Usage(f"unknown verb {verb}")
+
+
+def _render_forget(result: dict[str, Any]) -> str:
+    item = result["item"]
+    return (
+        f"forgot {item['id']}  {item['path']}  ## {item['heading']}\n"
+        f"run {result['run_id']} (undo: memoryctl restore {result['run_id']})"
+    )
+
+
+def _render_restore(result: dict[str, Any]) -> str:
+    lines = [f"restored {result['restored']} as run {result['run_id']}"]
+    lines += [f"  {w['action']:<9} {w['path']}" for w in result.get("writes", [])]
+    return "\n".join(lines)
 
 
 def _context_params(args: argparse.Namespace) -> dict[str, Any]:
@@ -404,11 +423,13 @@ VERBS = {
     "workspace": "the workspace registry",
     "init": "register the project containing the cwd",
     "remember": "append an entry to today's daily file",
-    "search": "search memory (BM25; Chinese works)",
+    "search": "search memory (words and meaning; Chinese works)",
     "get": "read lines of a memory file",
     "index": "bring the index up to date",
     "validate": "check layout, headings and paths",
     "context": "what a host injects: stable rules and memory, then recall for a prompt",
+    "forget": "hide a remembered entry from search and context (kept for audit; restore undoes it)",
+    "restore": "undo a recorded change by its run id (forget, compile apply, promote, restore)",
     "observe": "record one observation (evidence)",
     "compile": "evidence to rules: prepare a request for the LLM, apply its response",
     "resolve": "merged facts for a model and firmware version, and why",
@@ -494,6 +515,12 @@ def _configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentP
         )
         p.add_argument("--from", dest="from_line", type=int, default=1, metavar="LINE", help="first line (default: 1)")
         p.add_argument("--lines", type=int, default=40, metavar="N", help="how many lines, at most 200 (default: 40)")
+    elif verb in ("forget", "restore"):
+        if verb == "forget":
+            p.add_argument("ref", metavar="ID", help="the entry's id, as remember printed it (ent_…)")
+        else:
+            p.add_argument("ref", metavar="RUN_ID", help="the change's run id (forget and timeline print it)")
+        p.add_argument("--reason", help="why: recorded in history")
     elif verb == "context":
         p.add_argument("--query", "-q", metavar="TEXT", help="the prompt to recall for, or - to read standard input")
         p.add_argument("--model-id", help="with --fw-version: include the rules resolved for this device")

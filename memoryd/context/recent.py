@@ -9,6 +9,7 @@ from pathlib import Path
 import structlog
 
 from memoryd import fsio
+from memoryd.notes import items
 from memoryd.notes.daily import DAILY_NAME, DAY_HEADING, strip_private
 from memoryd.text.chunker import heading_lines, split_lines
 
@@ -34,8 +35,10 @@ def daily_files(root: Path, days: int) -> list[str]:
 
 
 def entries(root: Path, days: int, max_file_bytes: int) -> list[Entry]:
-    """The entries of the newest ``days`` daily files, newest first (a day's last entry before its first)."""
+    """The entries of the newest ``days`` daily files, newest first (a day's last entry before its first); forgotten
+    entries left out."""
     found: list[Entry] = []
+    hide = items.hidden(root)
     for name in daily_files(root, days):
         rel = f"memory/{name}"
         target = fsio.within(root, root / rel)
@@ -56,6 +59,8 @@ def entries(root: Path, days: int, max_file_bytes: int) -> list[Entry]:
             while raw and not raw[-1].strip():
                 raw.pop()
             body = strip_private("\n".join(raw)).split("\n") if raw else []
-            day.append(Entry(rel, lo + 1, 1 + len(raw), lines[lo][3:].strip(), body))
+            heading = lines[lo][3:].strip()
+            if not items.names(hide.get(rel, set()), items.key_of(heading, raw)):
+                day.append(Entry(rel, lo + 1, 1 + len(raw), heading, body))
         found.extend(reversed(day))
     return found

@@ -1,5 +1,6 @@
 """observe, compile.prepare / compile.apply, resolve, rules.search / rules.show / rules.diff, timeline,
-candidates.list / candidates.promote / candidates.reject — evidence to rules (seed 000)."""
+candidates.list / candidates.promote / candidates.reject — evidence to rules (seed 000); forget / restore — any
+recorded change undone (decision 0009)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,16 @@ from memoryd.rules.api import (
     CandidateRef,
     CandidatesListParams,
     CandidatesListResult,
+    ForgetParams,
+    ForgetResult,
     ObserveParams,
     ObserveResult,
     PrepareParams,
     PrepareResult,
     ResolveParams,
     ResolveResult,
+    RestoreParams,
+    RestoreResult,
     RuleRef,
     RulesDiffParams,
     RulesDiffResult,
@@ -90,6 +95,21 @@ def register(d: Dispatcher) -> None:
         app = services(ctx)
         ws = await app.workspace(p.workspace, write=not p.dry_run)
         return await app.rules.move_candidate(ws, p, "promote")
+
+    @d.register("forget", ForgetParams, ForgetResult, writes=True)
+    async def forget(ctx: Context, p: ForgetParams) -> ForgetResult:
+        """Soft-delete a memory item (an entry remember wrote): hidden from search and context, kept in its file for
+        audit, recorded in history as a change with its own run_id; `restore` with that run_id undoes it."""
+        app = services(ctx)
+        return await app.rules.forget(await app.workspace(p.workspace, write=True), p)
+
+    @d.register("restore", RestoreParams, RestoreResult, writes=True)
+    async def restore(ctx: Context, p: RestoreParams) -> RestoreResult:
+        """Undo any recorded change (forget, compile.apply, candidates.promote/reject, restore): every file it
+        touched goes back to its backup, as a new change with its own run_id. A file changed since is refused
+        (MEMORY_CONFLICT names the later change to restore first)."""
+        app = services(ctx)
+        return await app.rules.restore(await app.workspace(p.workspace, write=True), p)
 
     @d.register("candidates.reject", CandidateRef, CandidateMoveResult, writes=True)
     async def candidates_reject(ctx: Context, p: CandidateRef) -> CandidateMoveResult:

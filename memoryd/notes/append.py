@@ -144,6 +144,13 @@ class Planned:
     fence_closed: bool
 
 
+def items_first_line(entry: str) -> str:
+    """The first line under an entry's heading that is not blank: with the heading, it names the entry's section
+    (two entries of the same minute and type differ by it)."""
+    lines = entry.strip("\n").split("\n")
+    return next((line.strip() for line in lines[1:] if line.strip()), "")
+
+
 def plan(tail: Tail | None, rel: str, now: datetime, batch: list[Request]) -> Planned:
     """The bytes to append for ``batch`` and each request's answer, from what is known of the file."""
     parts: list[bytes] = []
@@ -175,6 +182,7 @@ def plan(tail: Tail | None, rel: str, now: datetime, batch: list[Request]) -> Pl
                 "start_line": breaks + 1,
                 "lines": body.count(b"\n") - leading,
                 "heading": entry.heading,
+                "_first": items_first_line(entry.entry),  # for the item's sidecar line, not the answer
             }
         )
         breaks += _breaks(body[leading:])

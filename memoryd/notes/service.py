@@ -13,13 +13,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
 import structlog
 
 from memoryd.errors import AppError
-from memoryd.notes import api, append, daily, healing
+from memoryd.notes import api, append, daily, healing, items
 from memoryd.notes import files as memory_files
 from memoryd.notes.semantic import RRF_K, Degraded, Semantic, SemanticSettings, digest
 from memoryd.pool import ThreadPool
@@ -56,6 +57,8 @@ class WorkspaceNotes:
     progress: tuple[int, int] | None = None  # (files done, files total) while an explicit index runs
     heal: str | None = None  # why the index file must be rebuilt (damaged, deleted, replaced): the indexer does it
     heal_failed: str | None = None  # the last automatic rebuild failed (status recommends `index --full`)
+    # the sections forgotten entries are in: ((index write mark, tombstones), {(path, first line)})
+    hidden: tuple[object, set[tuple[str, int]]] = (None, set())
     writer: append.Writer = field(init=False)  # remember's: queue of waiting entries, today's file as last left
 
     def __post_init__(self) -> None:
@@ -79,8 +82,8 @@ class NotesSettings:
     watch_debounce_ms: int
     reconcile_interval_s: float
     semantic: SemanticSettings
-    fusion: str = "rrf"  # how hybrid search fuses its two rankings: rrf or weighted
-    vector_weight: float = 0.5  # the meaning side's share in that fusion (0-1)
+    fusion: str = "weighted"  # how hybrid search fuses its two rankings: weighted or rrf (decision 0008)
+    vector_weight: float = 0.3  # the meaning side's share in that fusion (0-1)
 
 
 class NotesService:
@@ -277,7 +280,7 @@ class NotesService:
         request = append.Request(kind, text, reason, followup)
         if dry_run:
             async with notes.write_lock:
-                return api.RememberResult.model_validate(await anyio.to_thread.run_sync(notes.writer.dry_run, request))
+                return _answer(await anyio.to_thread.run_sync(notes.writer.dry_run, request))
         # Group commit: whoever holds the lock writes every remember queued meanwhile in one append and one fsync;
         # the others then find theirs done. anyio's lock is fair, so a caller waits for at most one batch ahead.
         notes.writer.queue.append(request)
@@ -294,7 +297,7 @@ class NotesService:
         if request.error is not None:
             raise request.error
         assert request.result is not None
-        return api.RememberResult.model_validate(request.result)
+        return _answer(request.result)
 
     def _write(self, notes: WorkspaceNotes, batch: list[append.Request]) -> None:
         """Append ``batch`` to today's file and index it (worker thread); each request gets its answer."""
@@ -308,6 +311,11 @@ class NotesService:
             return
         if behind is not None:  # written, not indexed: the watcher or `memoryctl index` catches up
             notes.pending.add(behind)
+        written = [request.result for request in batch if request.result is not None]
+        try:  # the entries' ids, for forget and audit (decision 0009)
+            items.record(notes.root, written, datetime.now().astimezone().isoformat(timespec="seconds"))
+        except OSError as exc:  # the entries are written; only their sidecar lines are missing
+            log.warning("items_record_failed", workspace_id=notes.ws.id, error=type(exc).__name__)
 
     # --- search -------------------------------------------------------------------------------------------
 
@@ -332,11 +340,14 @@ class NotesService:
         # searches of one workspace then run side by side, each on its own read connection.
         def run() -> tuple[list[api.SearchHit] | None, str | None]:  # (None: failed, why the file needs a rebuild)
             parsed = textindex.parse_query(query)
+            hide = self._hidden(notes)  # forgotten entries: kept in the files, left out of answers
             lexical: list[_Candidate] = []
             if used != "vector" and parsed.terms:
                 try:
                     match = textindex.join_terms(notes.index.prune(parsed.terms))
-                    found = [] if match is None else notes.index.search(match, limit)
+                    found = [] if match is None else notes.index.search(match, limit + min(len(hide), limit))
+                    if hide:
+                        found = [h for h in found if (h.path, h.start_line) not in hide][:limit]
                 except IndexCorrupted as exc:
                     return None, exc.reason
                 except Exception:
@@ -347,7 +358,8 @@ class NotesService:
                 lexical = self._lexical(found, parsed.words, set(parsed.idents), candidates)
             semantic: list[_Candidate] = []
             if used != "bm25":
-                near = self.semantic.nearest(ws.id, query, candidates)
+                near = self.semantic.nearest(ws.id, query, candidates + min(len(hide), candidates))
+                near = [h for h in near if (h.path, h.section_start) not in hide][:candidates]
                 semantic = [_from_vector(h, parsed.words[: textindex.MAX_TERMS]) for h in near]
             if used == "hybrid":
                 chosen = _fuse(lexical, semantic, limit, self.settings.fusion, self.settings.vector_weight)
@@ -389,6 +401,27 @@ class NotesService:
             if degraded is None
             else api.Degraded(reason=degraded.reason, hint=degraded.hint, message=degraded.message),
         )
+
+    @staticmethod
+    def _hidden(notes: WorkspaceNotes) -> set[tuple[str, int]]:
+        """(path, first line) of every indexed section a tombstone names (worker thread). Worked out again only when
+        the index or the tombstones changed."""
+        tombstones = items.forgotten(notes.root)
+        if not tombstones:
+            return set()
+        key = (notes.index.last_write, id(tombstones))
+        if notes.hidden[0] == key:
+            return notes.hidden[1]
+        wanted: dict[str, set[tuple[str, str]]] = {}
+        for t in tombstones.values():
+            wanted.setdefault(str(t.get("path")), set()).add(items.section_key(t))
+        out = set()
+        for path, keys in wanted.items():
+            for start, _end, heading, text in notes.index.sections(path):
+                if items.names(keys, items.key_of(heading, text.split("\n")[1:])):
+                    out.add((path, start))
+        notes.hidden = (key, out)
+        return out
 
     @staticmethod
     def _lexical(found: list[Hit], words: list[str], idents: set[str], limit: int) -> list[_Candidate]:
@@ -570,6 +603,11 @@ def rjieba_ok() -> bool:
         return False
 
 
+def _answer(result: dict[str, Any]) -> api.RememberResult:
+    """remember's answer: the writer's result without what it keeps for the item's sidecar line (``_`` keys)."""
+    return api.RememberResult.model_validate({k: v for k, v in result.items() if not k.startswith("_")})
+
+
 FUSION_CANDIDATES = 20  # passages each side brings to a hybrid fusion (at least twice the limit)
 
 
@@ -622,7 +660,11 @@ def _from_vector(hit: VectorHit, words: list[str]) -> _Candidate:
 
 
 def _fuse(
-    lexical: list[_Candidate], semantic: list[_Candidate], limit: int, method: str = "rrf", vector_weight: float = 0.5
+    lexical: list[_Candidate],
+    semantic: list[_Candidate],
+    limit: int,
+    method: str = "weighted",
+    vector_weight: float = 0.3,
 ) -> list[_Candidate]:
     """Fuse the two rankings, passages that say one of the query's identifiers first, and near-duplicates (the same
     text, case and spacing aside) collapsed into the best of them.

@@ -283,3 +283,44 @@ class RulesStatus(Wire):
     )
     recovered: list[str] = Field(description="Changes a crash interrupted, finished at start-up (run ids).")
     error: str | None = None
+
+
+# --- forget / restore -------------------------------------------------------------------------------------------
+
+
+class ForgetParams(WorkspaceParams):
+    id: str = Field(pattern=r"^ent_[0-9a-f]{12,40}$", description="The item's id, as remember answered it.")
+    reason: str | None = Field(default=None, max_length=2000, description="Recorded in history.")
+
+
+class MemoryItem(Wire):
+    """An entry remember wrote, as data/memory/items.jsonl and forgotten.json describe it (decision 0009)."""
+
+    id: str
+    path: str
+    heading: str
+    first_line: str = Field(default="", description="The entry's first line: with the heading, names its section.")
+    start_line: int | None = None
+    created_at: str | None = None
+    confidence: float = 1.0
+    evidence: list[Any] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    revision: int = 1
+    deleted_at: str | None = Field(default=None, description="Set by forget: hidden from search and context.")
+    deleted_run: str | None = Field(default=None, description="The forget's run_id (restore it to undo).")
+
+
+class ForgetResult(Wire):
+    run_id: str = Field(description="The change's id in history.jsonl: `restore` with it undoes the forget.")
+    item: MemoryItem
+
+
+class RestoreParams(WorkspaceParams):
+    run_id: str = Field(pattern=ID_PATTERN, description="Any recorded change: a forget, a compile.apply, a promote…")
+    reason: str | None = Field(default=None, max_length=2000, description="Recorded in history.")
+
+
+class RestoreResult(Wire):
+    run_id: str = Field(description="This restore's own id (restore it to redo the change).")
+    restored: str = Field(description="The run it undid.")
+    writes: list[PlannedWrite]

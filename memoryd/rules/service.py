@@ -25,7 +25,7 @@ from memoryd.errors import AppError
 from memoryd.fsio import append_line, confine
 from memoryd.notes.daily import strip_private
 from memoryd.rules import api as m
-from memoryd.rules import changes, handedit, journal, review
+from memoryd.rules import changes, handedit, journal, review, undo
 from memoryd.rules import compile as comp
 from memoryd.rules.evidence import EvidenceStore, file_of
 from memoryd.rules.fwrange import FwRangeError
@@ -223,6 +223,19 @@ class RulesService:
 
     async def apply(self, ws: Workspace, p: m.ApplyParams) -> m.ApplyResult:
         result = m.ApplyResult.model_validate(await self._locked(ws, lambda wr: changes.apply(self.settings, wr, p)))
+        await self._reindex(ws, [w.path for w in result.writes if w.action != "unchanged"])
+        return result
+
+    # --- forget / restore -------------------------------------------------------------------------------
+
+    async def forget(self, ws: Workspace, p: m.ForgetParams) -> m.ForgetResult:
+        result = await self._locked(ws, lambda wr: undo.forget(wr, p.id, p.reason))
+        log.info("item_forgotten", workspace_id=ws.id, run_id=result["run_id"])
+        return m.ForgetResult.model_validate(result)
+
+    async def restore(self, ws: Workspace, p: m.RestoreParams) -> m.RestoreResult:
+        result = m.RestoreResult.model_validate(await self._locked(ws, lambda wr: undo.restore(wr, p.run_id, p.reason)))
+        log.info("change_restored", workspace_id=ws.id, run_id=result.run_id, restored=result.restored)
         await self._reindex(ws, [w.path for w in result.writes if w.action != "unchanged"])
         return result
 

@@ -1,0 +1,145 @@
+"""Memory items: the entries ``remember`` writes, made auditable without changing their Markdown.
+
+The daily files stay plain Markdown as a person writes them. What seed 001's data model adds lives in two sidecar
+files under ``data/memory/`` (decision 0009):
+
+- ``items.jsonl``, append-only, one line per entry ``remember`` wrote: its id (``ent_…``), where it is (path,
+  heading, first line), when, and ``confidence`` / ``evidence`` / ``metadata`` / ``revision``. A line missing a field
+  (written by an older version, or by hand) reads with the stable defaults: confidence 1.0, evidence [], metadata
+  {}, revision 1.
+- ``forgotten.json``, the tombstones: item id → {path, heading, deleted_at, run_id}. ``forget`` rewrites it through
+  the change journal (a backup, a history line with its own run_id), so ``restore {run_id}`` undoes it like any
+  other change. Search and context leave out the sections a tombstone names; the Markdown keeps them (audit).
+
+Plain functions over files; the journal that writes ``forgotten.json`` is the rules domain's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+import structlog
+
+from memoryd.fsio import FileTooLarge, NotRegularFile, append_line, read_regular
+
+log = structlog.get_logger("memoryd.items")
+
+ITEMS_FILE = "data/memory/items.jsonl"
+FORGOTTEN_FILE = "data/memory/forgotten.json"
+READ_MAX_BYTES = 64 * 1024 * 1024
+DEFAULTS: dict[str, Any] = {"confidence": 1.0, "evidence": [], "metadata": {}, "revision": 1, "deleted_at": None}
+
+
+def heading_key(heading: str) -> str:
+    """A heading as the index keeps it: without its ``## ``."""
+    return heading.lstrip("#").strip()
+
+
+def record(root: Path, entries: list[dict[str, Any]], created_at: str) -> None:
+    """Append one line per entry remember wrote (its answer: id, path, start_line, heading)."""
+    lines = b"".join(
+        orjson.dumps(
+            {
+                "id": e["id"],
+                "path": e["path"],
+                "heading": heading_key(e["heading"]),
+                "first_line": e.get("_first", ""),
+                "start_line": e["start_line"],
+                "created_at": created_at,
+                **{k: v for k, v in DEFAULTS.items() if k != "deleted_at"},
+            }
+        )
+        + b"\n"
+        for e in entries
+    )
+    if lines:
+        append_line(root / ITEMS_FILE, lines[:-1])
+
+
+def load(root: Path) -> dict[str, dict[str, Any]]:
+    """Every recorded item by id, defaults filled in, tombstones applied (``deleted_at``, ``deleted_run``). A line
+    that is torn or not an object is skipped (and logged)."""
+    items: dict[str, dict[str, Any]] = {}
+    skipped = 0
+    for line in _read(root / ITEMS_FILE).splitlines():
+        try:
+            raw = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            skipped += 1
+            continue
+        if not isinstance(raw, dict) or not isinstance(raw.get("id"), str):
+            skipped += 1
+            continue
+        items[raw["id"]] = {**DEFAULTS, **raw}
+    if skipped:
+        log.warning("items_lines_skipped", count=skipped)
+    for item_id, tomb in forgotten(root).items():
+        if item_id in items:
+            items[item_id]["deleted_at"] = tomb.get("deleted_at")
+            items[item_id]["deleted_run"] = tomb.get("run_id")
+    return items
+
+
+# root → (the file's signature, its tombstones): search asks on every call; read only when the file changed.
+_FORGOTTEN: dict[Path, tuple[tuple[int, int, int], dict[str, dict[str, Any]]]] = {}
+
+
+def forgotten(root: Path) -> dict[str, dict[str, Any]]:
+    """The tombstones: item id → {path, heading, deleted_at, run_id}. An unreadable file reads as none (logged)."""
+    path = root / FORGOTTEN_FILE
+    try:
+        info = os.stat(path)
+    except OSError:
+        _FORGOTTEN.pop(root, None)
+        return {}
+    signature = (info.st_ino, info.st_size, info.st_mtime_ns)
+    cached = _FORGOTTEN.get(root)
+    if cached is not None and cached[0] == signature:
+        return cached[1]
+    data: dict[str, dict[str, Any]] = {}
+    with contextlib.suppress(orjson.JSONDecodeError, ValueError):
+        raw = orjson.loads(_read(path) or b"{}")
+        if isinstance(raw, dict):
+            data = {str(k): v for k, v in raw.items() if isinstance(v, dict)}
+    if len(_FORGOTTEN) > 1024:
+        _FORGOTTEN.clear()
+    _FORGOTTEN[root] = (signature, data)
+    return data
+
+
+def section_key(item: dict[str, Any]) -> tuple[str, str]:
+    """What names an entry's section: its heading and its first line that is not blank. Two entries of the same
+    minute and type differ by the second; a tombstone without it (written by hand) names every such section."""
+    return heading_key(str(item.get("heading", ""))), str(item.get("first_line") or "")
+
+
+def key_of(heading: str, body: list[str]) -> tuple[str, str]:
+    """:func:`section_key` of a section as the files have it (its heading line, the lines under it)."""
+    return heading_key(heading), next((line.strip() for line in body if line.strip()), "")
+
+
+def names(keys: set[tuple[str, str]], key: tuple[str, str]) -> bool:
+    """Whether one of ``keys`` names the section with ``key`` (a key without a first line: by its heading alone)."""
+    return key in keys or (key[0], "") in keys
+
+
+def hidden(root: Path) -> dict[str, set[tuple[str, str]]]:
+    """path → the section keys of its forgotten entries: what search and context leave out."""
+    out: dict[str, set[tuple[str, str]]] = {}
+    for t in forgotten(root).values():
+        out.setdefault(str(t.get("path")), set()).add(section_key(t))
+    return out
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return read_regular(path, READ_MAX_BYTES)
+    except FileNotFoundError:
+        return b""
+    except (NotRegularFile, FileTooLarge, OSError) as exc:
+        log.warning("items_file_refused", file=path.name, error=type(exc).__name__)
+        return b""

@@ -1,0 +1,129 @@
+"""Auditable memory items: forget soft-deletes an entry as a recorded change, restore undoes any recorded change
+(a forget, a compile.apply, a restore), items written before this version read with stable defaults."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from memoryctl.rpc import RemoteError
+
+from tests.conftest import Daemon
+from tests.test_rules import PROFILE, compiled, history, observe, resolve, rule
+
+
+def remember(d: Daemon, ws: str, text: str) -> dict[str, Any]:
+    result: dict[str, Any] = d.call("remember", {"workspace": ws, "type": "decision", "text": text})
+    return result
+
+
+def found(d: Daemon, ws: str, query: str) -> list[str]:
+    return [h["snippet"] for h in d.call("search", {"workspace": ws, "query": query, "mode": "bm25"})["hits"]]
+
+
+def context_text(d: Daemon, ws: str, query: str) -> str:
+    result = d.call("context", {"workspace": ws, "query_text": query})
+    return str(result["dynamic"]["text"])
+
+
+def items_file(root: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (root / "data/memory/items.jsonl").read_text().splitlines()]
+
+
+def test_forget_hides_an_entry_keeps_it_for_audit_and_restore_brings_it_back(
+    daemon: Daemon, workspace: tuple[Path, str]
+) -> None:
+    root, ws = workspace
+    first = remember(daemon, ws, "串口 ERR_UART_TIMEOUT_0x3F 在开启流控后消失")
+    remember(daemon, ws, "串口 波特率 921600 需要 RTS/CTS")
+    assert len(found(daemon, ws, "串口")) == 2
+    recorded = items_file(root)
+    assert [i["id"] for i in recorded] == [first["id"], recorded[1]["id"]]
+    assert recorded[0]["confidence"] == 1.0 and recorded[0]["evidence"] == [] and recorded[0]["revision"] == 1
+
+    forgot = daemon.call("forget", {"workspace": ws, "id": first["id"], "reason": "wrong board"})
+    assert forgot["item"]["id"] == first["id"] and forgot["item"]["deleted_at"]
+    assert forgot["item"]["deleted_run"] == forgot["run_id"]
+    assert not any("ERR_UART_TIMEOUT_0x3F" in s for s in found(daemon, ws, "串口 ERR_UART_TIMEOUT_0x3F"))
+    assert len(found(daemon, ws, "串口")) == 1
+    assert "ERR_UART_TIMEOUT_0x3F" not in context_text(daemon, ws, "ERR_UART_TIMEOUT_0x3F 串口")
+    assert "ERR_UART_TIMEOUT_0x3F" not in context_text(daemon, ws, "what did we decide yesterday about the 串口?")
+    daily = (root / first["path"]).read_text(encoding="utf-8")
+    assert "ERR_UART_TIMEOUT_0x3F" in daily  # kept in the Markdown, for audit
+    entry = history(root)[-1]
+    assert entry["op"] == "forget" and entry["run_id"] == forgot["run_id"] and entry["item_id"] == first["id"]
+    assert entry["reason"] == "wrong board"
+
+    with pytest.raises(RemoteError) as again:
+        daemon.call("forget", {"workspace": ws, "id": first["id"]})
+    assert again.value.name == "MEMORY_CONFLICT" and forgot["run_id"] in str(again.value.data or again.value)
+
+    restored = daemon.call("restore", {"workspace": ws, "run_id": forgot["run_id"]})
+    assert restored["restored"] == forgot["run_id"] and restored["run_id"] != forgot["run_id"]
+    assert restored["writes"] == [{"path": "data/memory/forgotten.json", "action": "delete"}]
+    assert any("ERR_UART_TIMEOUT_0x3F" in s for s in found(daemon, ws, "ERR_UART_TIMEOUT_0x3F"))
+    assert history(root)[-1]["op"] == "restore" and history(root)[-1]["restores"] == forgot["run_id"]
+
+    # a restore is a change too: restoring it forgets the entry again
+    daemon.call("restore", {"workspace": ws, "run_id": restored["run_id"]})
+    assert not any("ERR_UART_TIMEOUT_0x3F" in s for s in found(daemon, ws, "ERR_UART_TIMEOUT_0x3F"))
+
+
+def test_restore_refuses_a_file_changed_since_and_names_the_later_change(
+    daemon: Daemon, workspace: tuple[Path, str]
+) -> None:
+    _, ws = workspace
+    a = remember(daemon, ws, "alpha note")
+    b = remember(daemon, ws, "bravo note")
+    first = daemon.call("forget", {"workspace": ws, "id": a["id"]})
+    second = daemon.call("forget", {"workspace": ws, "id": b["id"]})
+    with pytest.raises(RemoteError) as info:
+        daemon.call("restore", {"workspace": ws, "run_id": first["run_id"]})
+    assert info.value.name == "MEMORY_CONFLICT" and second["run_id"] in (info.value.hint or "")
+    daemon.call("restore", {"workspace": ws, "run_id": second["run_id"]})
+    daemon.call("restore", {"workspace": ws, "run_id": first["run_id"]})
+    assert found(daemon, ws, "alpha") and found(daemon, ws, "bravo")
+
+
+def test_restore_undoes_a_compile_apply(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    root, ws = workspace
+    done = compiled(daemon, ws, rule(observe(daemon, ws)))
+    assert (root / PROFILE).exists() and resolve(daemon, ws, "1.2.3")["facts"]
+    restored = daemon.call("restore", {"workspace": ws, "run_id": done["run_id"]})
+    assert {"path": PROFILE, "action": "delete"} in restored["writes"]
+    assert not (root / PROFILE).exists()
+    assert resolve(daemon, ws, "1.2.3")["facts"] == {}
+    daemon.call("restore", {"workspace": ws, "run_id": restored["run_id"]})  # and back
+    assert resolve(daemon, ws, "1.2.3")["facts"]["transport.uart.flow_control"] == "rts_cts"
+
+
+def test_unknown_ids_and_older_items(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    root, ws = workspace
+    for method, params in (("forget", {"id": "ent_0000000000000000"}), ("restore", {"run_id": "forget_nope"})):
+        with pytest.raises(RemoteError) as info:
+            daemon.call(method, {"workspace": ws, **params})
+        assert info.value.name in ("MEMORY_ITEM_NOT_FOUND", "MEMORY_RUN_NOT_FOUND") and info.value.hint
+    # an item line from before these fields existed (or written by hand), and a torn line: read with defaults
+    entry = remember(daemon, ws, "charlie note")
+    sidecar = root / "data/memory/items.jsonl"
+    sidecar.write_text(
+        json.dumps({"id": entry["id"], "path": entry["path"], "heading": entry["heading"][3:]}) + "\n{torn",
+        encoding="utf-8",
+    )
+    item = daemon.call("forget", {"workspace": ws, "id": entry["id"]})["item"]
+    assert (item["confidence"], item["evidence"], item["metadata"], item["revision"]) == (1.0, [], {}, 1)
+    assert not found(daemon, ws, "charlie")
+
+
+def test_memoryctl_forget_and_restore(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    root, ws = workspace
+    entry = remember(daemon, ws, "delta note")
+    out = daemon.memoryctl("forget", entry["id"], "--reason", "typo", cwd=root)
+    assert out.returncode == 0, out.stderr
+    run_id = out.stdout.split("memoryctl restore ")[1].split(")")[0]
+    assert f"forgot {entry['id']}" in out.stdout
+    out = daemon.memoryctl("restore", run_id, cwd=root)
+    assert out.returncode == 0 and f"restored {run_id}" in out.stdout, out.stderr
+    assert found(daemon, ws, "delta")
