@@ -200,6 +200,16 @@ class Semantic:
         vectors = provider.encode([text for _, text, _ in todo])
         wv.index.store([(unit_id, d, v) for (unit_id, _, d), v in zip(todo, vectors, strict=True)])
         self.rate = len(todo) / max(time.perf_counter() - started, 1e-6)
+        if wv.index.should_train():  # enough vectors that scanning them all is slow: cells (IVF)
+            started = time.perf_counter()
+            cells = wv.index.train()
+            log.info(
+                "vectors_trained",
+                workspace_id=wv.workspace_id,
+                vectors=wv.index.embedded,
+                cells=cells,
+                ms=round((time.perf_counter() - started) * 1000, 1),
+            )
         return True
 
     def _follow(self, wv: WorkspaceVectors) -> None:

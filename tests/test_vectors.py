@@ -1,0 +1,97 @@
+"""The vector index on its own (real SQLite, the real sqlite-vec extension, real files): cells (IVF) trained from the
+vectors give the exact answer when every cell is probed, nearly the exact answer with the default probes, and survive
+a reopen; the cache gives a re-chunked text its vector back without embedding it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memoryd.store.vectors import Unit, VectorIndex, VectorsUnavailable, extension_path
+
+DIM = 16
+
+
+def unit(n: int, path: str = "memory/2026-01-01.md") -> Unit:
+    return Unit(path, n + 1, 1, "h", 1, 5000, f"- text {n}", f"d{n}", 0)
+
+
+def vectors(count: int, seed: int = 1) -> np.ndarray:
+    """Clustered unit vectors (as real embeddings are): 40 directions, noise around each."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((40, DIM))
+    data = centres[rng.integers(0, 40, count)] + 0.35 * rng.standard_normal((count, DIM))
+    data /= np.linalg.norm(data, axis=1, keepdims=True)
+    return data.astype("<f4")
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> VectorIndex:
+    vi = VectorIndex(tmp_path / "vectors.sqlite", extension_path())
+    vi.open("test-model", DIM)
+    return vi
+
+
+def fill(vi: VectorIndex, data: np.ndarray) -> None:
+    vi.replace({"memory/2026-01-01.md": ("sha", [unit(n) for n in range(len(data))])}, [])
+    todo = vi.todo(len(data))
+    vi.store([(unit_id, digest, data[int(digest[1:])].tobytes()) for unit_id, _text, digest in todo])
+
+
+def nearest(vi: VectorIndex, query: np.ndarray, k: int, probes: int | None = None) -> list[str]:
+    return [h.digest for h in vi.search(query.tobytes(), k, probes)]
+
+
+def test_cells_answer_like_a_full_scan(index: VectorIndex, tmp_path: Path) -> None:
+    data = vectors(3000)
+    fill(index, data)
+    assert index.embedded == 3000 and index.probes() == 1
+    queries = vectors(40, seed=2)
+    exact = [nearest(index, q, 10) for q in queries]
+    assert exact[0] == [f"d{i}" for i in np.argsort(-(data @ queries[0]))[:10]]  # a full scan is exact
+
+    cells = index.train()
+    assert cells == 16 and index.probes() == 6  # at least 16 cells, a quarter of them probed (at least 6)
+    assert [nearest(index, q, 10, probes=cells) for q in queries] == exact  # every cell: the same answer
+    found = sum(len(set(nearest(index, q, 10)) & set(e)) for q, e in zip(queries, exact, strict=True))
+    assert found / (10 * len(queries)) >= 0.9  # the default probes: nearly all of it
+
+    index.close()  # the cells are in the file
+    again = VectorIndex(tmp_path / "vectors.sqlite", extension_path())
+    again.open("test-model", DIM)
+    assert again.probes() == 6 and again.trained_at == 3000
+    assert [nearest(again, q, 10, probes=cells) for q in queries[:5]] == exact[:5]
+    # a vector stored after training goes to its nearest cell
+    extra = vectors(1, seed=3)[0]
+    again.replace({"memory/2026-02-01.md": ("sha2", [unit(9999, "memory/2026-02-01.md")])}, [])
+    (todo,) = again.todo(5)
+    again.store([(todo[0], todo[2], extra.tobytes())])
+    assert nearest(again, extra, 1) == ["d9999"]
+
+
+def test_a_rechunked_text_gets_its_vector_from_the_cache(index: VectorIndex) -> None:
+    data = vectors(5)
+    fill(index, data)
+    assert index.embedded == 5 and index.todo(10) == []
+    # the file changes: its units are made again, the same texts at other lines, one new
+    moved = [Unit("memory/2026-01-01.md", n + 10, 1, "h", 1, 50, f"- text {n}", f"d{n}", 0) for n in range(5)]
+    index.replace({"memory/2026-01-01.md": ("sha-b", [*moved, unit(7)])}, [])
+    assert index.total == 6 and index.embedded == 5
+    assert [d for _, _, d in index.todo(10)] == ["d7"]  # only the new text waits for the model
+    assert index.search(data[3].tobytes(), 1)[0].start_line == 13
+
+
+def test_another_dimension_is_refused_not_overwritten(index: VectorIndex, tmp_path: Path) -> None:
+    fill(index, vectors(3))
+    index.close()
+    other = VectorIndex(tmp_path / "vectors.sqlite", extension_path())
+    with pytest.raises(VectorsUnavailable) as info:
+        other.open("test-model", DIM * 2)
+    assert info.value.reason == "vector_dimension_mismatch" and "--rebuild-vectors" in info.value.hint
+    with pytest.raises(VectorsUnavailable) as info:
+        other.open("another-model", DIM)
+    assert info.value.reason == "vector_model_mismatch"
+    other.open("test-model", DIM)
+    assert other.embedded == 3  # nothing was lost
