@@ -118,6 +118,7 @@ def test_help_lists_every_verb() -> None:
             "index",
             "validate",
             "context",
+            "mcp",
             "forget",
             "restore",
             "observe",

@@ -89,7 +89,7 @@ def test_golden_flow(daemon: Daemon, workspace: tuple[Path, str]) -> None:
     o1 = observe(daemon, ws, fw_version="1.2.3", tags=["uart"], data={"baud": 921600, "lost_bytes": 17})
     o2 = observe(daemon, ws, "bench-3 needs a 500 ms timeout", run_id="run-7", kind="log")
     request = prepare(daemon, ws)
-    assert request["observations"] == 2 and request["remaining"] == 0 and not request["resumed"]
+    assert request["observation_count"] == 2 and request["remaining"] == 0 and not request["resumed"]
     body = request["request"]
     assert [o["observation_id"] for o in body["observations"]] == [o1, o2]
     assert body["policy"]["min_confidence"] == 0.7
@@ -575,7 +575,7 @@ def test_large_evidence_is_split_and_an_interrupted_compile_resumes(daemon_facto
     state = json.loads((root / "data/memory/compile/state.json").read_text())
     assert state["watermarks"]["global"] == oids[-1] and state["compiled"]["global"] == []
     recompile = prepare(d, ws, since="2000-01-01")
-    assert recompile["observations"] == 2 and recompile["chunk"]["of"] == 3
+    assert recompile["observation_count"] == 2 and recompile["chunk"]["of"] == 3
     restarted = prepare(d, ws, restart=True, since="2000-01-01")
     assert restarted["request_id"] != recompile["request_id"] and restarted["chunk"]["of"] == 3
     with pytest.raises(RemoteError) as err:  # the abandoned request cannot be applied any more

@@ -428,6 +428,7 @@ VERBS = {
     "index": "bring the index up to date",
     "validate": "check layout, headings and paths",
     "context": "what a host injects: stable rules and memory, then recall for a prompt",
+    "mcp": "serve this project's memory to an agent over MCP (stdio)",
     "forget": "hide a remembered entry from search and context (kept for audit; restore undoes it)",
     "restore": "undo a recorded change by its run id (forget, compile apply, promote, restore)",
     "observe": "record one observation (evidence)",
@@ -686,6 +687,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = str(socket_path(args.socket))
     try:
         timeout = args.timeout if args.timeout else environ_timeout(30.0)
+        if args.verb == "mcp":  # a server, not a call: the SDK is imported only here (about a second)
+            try:
+                from memoryctl import mcp_server
+            except ImportError as exc:
+                raise Usage(f"memoryctl mcp needs the MCP SDK ({exc})", "pip install 'memoryd[mcp]'") from exc
+            return mcp_server.run(path, workspace_of(args), timeout)
         method, params, render = verb_call(args)
         conn: Connection = connect(path, timeout, args.autostart)
         with conn:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -165,7 +166,7 @@ def start_daemon(path: str, wait_s: float = 15.0) -> None:
     os.makedirs(os.path.dirname(log_file), mode=0o700, exist_ok=True)
     command = [sys.executable, "-m", "memoryd", "serve", "--socket", path]
     with open(log_file, "ab") as log:
-        subprocess.Popen(
+        child = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True
         )
     deadline = time.monotonic() + wait_s
@@ -175,6 +176,17 @@ def start_daemon(path: str, wait_s: float = 15.0) -> None:
                 conn.call("ping")
                 return
         except ClientError:
+            code = child.poll()
+            if code is not None and code != 0:  # it could not start (or lost a race to another): no waiting
+                with contextlib.suppress(ClientError), Connection(path, timeout=1.0) as conn:
+                    conn.call("ping")
+                    return
+                raise ClientError(
+                    "DAEMON_UNAVAILABLE",
+                    f"started memoryd but it exited with {code} before answering",
+                    f"See its log: {log_file}",
+                    3,
+                ) from None
             time.sleep(0.05)
     raise ClientError(
         "DAEMON_UNAVAILABLE",

@@ -195,7 +195,7 @@ def _render_prepare(result: dict[str, Any], out: str | None) -> str:
     lines = [
         f"request {result['request_id']}{'  (resumed)' if result.get('resumed') else ''}",
         f"  path          {result['path']}",
-        f"  observations  {result['observations']}",
+        f"  observations  {result['observation_count']}",
         f"  chunk         {chunk['index']}/{chunk['of']}",
         f"  remaining     {result['remaining']}",
     ]

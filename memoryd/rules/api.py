@@ -86,7 +86,10 @@ class PrepareParams(WorkspaceParams):
 class PrepareResult(Wire):
     request_id: str | None = Field(description="None when there is nothing to compile.")
     path: str | None = Field(description="compile_request.json, relative to the workspace.")
-    observations: int
+    observation_count: int = Field(
+        description="How many observations the request holds (renamed from `observations`, which is the list "
+        "inside `request`)."
+    )
     chunk: dict[str, Any] | None = Field(default=None, description="{batch_id, index, of}: large evidence is split.")
     remaining: int = Field(description="Outstanding requests after this one (apply them one by one).")
     resumed: bool = Field(description="True when an outstanding request was handed out again.")

@@ -89,7 +89,7 @@ def prepare(settings: RulesSettings, wr: WorkspaceRules, p: m.PrepareParams) -> 
     if not selected:
         if p.restart:
             atomic_write(root / comp.STATE_FILE, comp.dump_state(state))
-        return {"request_id": None, "path": None, "observations": 0, "remaining": 0, "resumed": False}
+        return {"request_id": None, "path": None, "observation_count": 0, "remaining": 0, "resumed": False}
     chunks: list[list[Observation]] = [[]]
     size = 0
     for obs in selected:
@@ -159,7 +159,7 @@ def _prepared(request: CompileRequest, path: str, remaining: int, *, resumed: bo
     return {
         "request_id": request.request_id,
         "path": path,
-        "observations": len(request.observations),
+        "observation_count": len(request.observations),
         "chunk": request.chunk.model_dump(),
         "remaining": remaining,
         "resumed": resumed,

@@ -1,0 +1,213 @@
+"""``memoryctl mcp``: a stdio MCP server that gives an agent its project's memory.
+
+Bound to one workspace — the project containing its working directory, or ``--workspace`` — for its whole life: no
+tool takes a workspace and none offers the owner's ``scope: "all"`` view, so an agent reaches only the project it was
+started in (docs/reference/mcp.md has the threat model). Every tool proxies one daemon method over the Unix
+socket; the daemon is started if it is not running. A daemon error comes back as a tool error carrying its stable
+name and hint, never as a crash of the server.
+
+The official SDK (``mcp``, the ``memoryd[mcp]`` extra) is imported only here: its import takes about a second, and
+no other verb may pay for it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any, Literal
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from memoryctl import __version__
+from memoryctl.rpc import ClientError, RemoteError, connect
+
+INSTRUCTIONS = """\
+This server is the project's long-term memory (memoryd): decisions, device quirks, error codes and procedures
+kept in Markdown under memory/, and device rules under spec/memory/.
+- Before answering a question about this project's past, devices or errors: memory_search (words or meaning, any
+  language), then memory_get with the path and start_line a hit gave to read around it.
+- When the user decides something or you learn a lasting fact: memory_remember (one entry, plain text).
+- Evidence from tests, logs and measurements: memory_observe; consolidate evidence into rules with compile_prepare,
+  your own answer in its response_schema, then compile_apply.
+- rules_resolve answers the merged facts for a device model and firmware version.
+- memory_forget hides a wrong entry (reversible); memory_context gives what a session should start with."""
+
+READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+APPENDS = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
+CHANGES = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=False)
+
+
+class Daemon:
+    """Calls to the daemon for one workspace: a connection per call, in a worker thread (the socket blocks)."""
+
+    def __init__(self, socket: str, workspace: str, timeout: float) -> None:
+        self.socket = socket
+        self.workspace = workspace
+        self.timeout = timeout
+
+    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        body = {"workspace": self.workspace, **{k: v for k, v in params.items() if v is not None}}
+
+        def run() -> dict[str, Any]:
+            with connect(self.socket, self.timeout, autostart=True) as conn:
+                result: dict[str, Any] = conn.call(method, body)
+                return result
+
+        try:
+            return await anyio.to_thread.run_sync(run)
+        except RemoteError as exc:
+            raise ToolError(_describe(exc.name, exc.message, exc.hint, exc.data)) from None
+        except ClientError as exc:
+            raise ToolError(_describe(exc.name, str(exc), exc.hint, {})) from None
+
+
+def _describe(name: str, message: str, hint: str, data: dict[str, Any]) -> str:
+    details = {k: v for k, v in data.items() if k not in ("name", "hint")}
+    text = f"{name}: {message}"
+    if details:
+        text += f" {details}"
+    return f"{text}\nhint: {hint}" if hint else text
+
+
+def build(daemon: Daemon) -> MCPServer:
+    server = MCPServer(
+        name="memoryd",
+        title="memoryd project memory",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+    )
+
+    @server.tool(annotations=READ_ONLY)
+    async def memory_search(
+        query: Annotated[str, Field(description="Any text, any language: words, a question, an error code.")],
+        limit: Annotated[int, Field(ge=1, le=50, description="Hits to return.")] = 8,
+        mode: Annotated[
+            Literal["bm25", "vector", "hybrid"] | None,
+            Field(description="bm25: words only; vector: meaning only; default: both, fused."),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Search this project's memory. Each hit names a passage: `path` (relative to the project) and
+        `start_line`/`lines` — pass them to memory_get to read it and what surrounds it; `heading` is its section,
+        `snippet` the passage with matched words in **bold**, `via` whether words or meaning found it. `degraded`
+        says when meaning could not be used (and why)."""
+        return await daemon.call("search", {"query": query, "limit": limit, "mode": mode})
+
+    @server.tool(annotations=READ_ONLY)
+    async def memory_get(
+        path: Annotated[str, Field(description="A path as memory_search returned it, e.g. memory/2026-01-01.md.")],
+        from_line: Annotated[int, Field(ge=1, description="First line to read (a hit's start_line).")] = 1,
+        lines: Annotated[int, Field(ge=1, le=200, description="How many lines.")] = 40,
+    ) -> dict[str, Any]:
+        """Read lines of a memory file of this project (Markdown under memory/, rules under spec/memory/)."""
+        return await daemon.call("get", {"path": path, "from_line": from_line, "lines": lines})
+
+    @server.tool(annotations=APPENDS)
+    async def memory_remember(
+        text: Annotated[str, Field(description="The entry: one decision, fact or procedure, in plain text.")],
+        type: Annotated[
+            Literal["decision", "event", "summary", "note"], Field(description="What kind of entry it is.")
+        ] = "note",
+        reason: Annotated[str | None, Field(description="Why (written under the text).")] = None,
+        followup: Annotated[str | None, Field(description="What to do next, if anything.")] = None,
+    ) -> dict[str, Any]:
+        """Append an entry to today's memory file (memory/YYYY-MM-DD.md); it is searchable at once. Returns its
+        `id` (memory_forget takes it) and where it was written. <private>…</private> spans are never stored."""
+        return await daemon.call("remember", {"text": text, "type": type, "reason": reason, "followup": followup})
+
+    @server.tool(annotations=APPENDS)
+    async def memory_observe(
+        text: Annotated[str, Field(description="The evidence: what was seen, measured or reported.")],
+        kind: Annotated[
+            str, Field(pattern=r"^[a-z][a-z0-9_.-]{0,63}$", description="test_result, log, measurement, report, …")
+        ],
+        source: Annotated[str, Field(description="Who produced it: pytest, a log file, the user, …")] = "agent",
+        model_id: Annotated[str | None, Field(description="The device model it is about, if any.")] = None,
+        fw_version: Annotated[str | None, Field(description="The firmware version it is about, if any.")] = None,
+        tags: Annotated[list[str] | None, Field(description="Free labels.")] = None,
+    ) -> dict[str, Any]:
+        """Record one observation (evidence) for later consolidation into device rules (compile_prepare)."""
+        return await daemon.call(
+            "observe",
+            {
+                "text": text,
+                "kind": kind,
+                "source": source,
+                "model_id": model_id,
+                "fw_version": fw_version,
+                "tags": tags,
+            },
+        )
+
+    @server.tool(annotations=CHANGES)
+    async def memory_forget(
+        id: Annotated[str, Field(description="The entry's id, as memory_remember returned it (ent_…).")],
+        reason: Annotated[str | None, Field(description="Why: recorded in the history.")] = None,
+    ) -> dict[str, Any]:
+        """Hide a wrong or obsolete entry from search and context. It stays in its file for audit; the answer's
+        `run_id` undoes it (`memoryctl restore RUN_ID`)."""
+        return await daemon.call("forget", {"id": id, "reason": reason})
+
+    @server.tool(annotations=READ_ONLY)
+    async def rules_resolve(
+        model_id: Annotated[str, Field(description="The device model, e.g. KX-200.")],
+        fw_version: Annotated[str, Field(description="Its firmware version, e.g. 1.2.3.")],
+        instance_id: Annotated[str | None, Field(description="One bench or unit, for its overrides.")] = None,
+    ) -> dict[str, Any]:
+        """The merged facts (baud rates, timeouts, required sequences…) for a device model and firmware version,
+        and for each fact which rule won and why (`trace`)."""
+        return await daemon.call(
+            "resolve", {"model_id": model_id, "fw_version": fw_version, "instance_id": instance_id}
+        )
+
+    @server.tool(annotations=READ_ONLY)
+    async def memory_context(
+        query_text: Annotated[
+            str | None, Field(description="The user's prompt, for recall; none: stable part only.")
+        ] = None,
+        session_id: Annotated[
+            str | None, Field(description="Keeps the stable part byte-identical all session.")
+        ] = None,
+        model_id: Annotated[str | None, Field(description="With fw_version: include that device's rules.")] = None,
+        fw_version: Annotated[str | None, Field(description="The device's firmware version.")] = None,
+    ) -> dict[str, Any]:
+        """What a session should know: `stable` (resolved rules and the long-term memory, MEMORY.md) and `dynamic`
+        (passages recalled for query_text, recent notes when it asks about the past)."""
+        return await daemon.call(
+            "context",
+            {"query_text": query_text, "session_id": session_id, "model_id": model_id, "fw_version": fw_version},
+        )
+
+    @server.tool(annotations=APPENDS)
+    async def compile_prepare(
+        model_id: Annotated[str | None, Field(description="Only observations of this model.")] = None,
+    ) -> dict[str, Any]:
+        """Start consolidating evidence into rules: returns a `request` with the observations, the current rules,
+        `instructions` and a `response_schema`. Answer it yourself in that schema, then call compile_apply with your
+        answer. Nothing to compile: `request_id` is null."""
+        return await daemon.call("compile.prepare", {"model_id": model_id})
+
+    @server.tool(annotations=CHANGES)
+    async def compile_apply(
+        response: Annotated[
+            dict[str, Any], Field(description="Your answer to compile_prepare's request, in its schema.")
+        ],
+        dry_run: Annotated[bool, Field(description="Check and show what would change; write nothing.")] = False,
+    ) -> dict[str, Any]:
+        """Apply your answer to a compile request: every rule is checked (provenance must cite the request's
+        observations; low confidence goes to candidates for review) and written as YAML with history and backups.
+        Problems come back as an error listing each one; fix them and call again."""
+        return await daemon.call("compile.apply", {"response": response, "dry_run": dry_run})
+
+    return server
+
+
+def run(socket: str, workspace: str, timeout: float) -> int:
+    server = build(
+        Daemon(socket, os.path.abspath(workspace) if not workspace.startswith("ws_") else workspace, timeout)
+    )
+    server.run("stdio")
+    return 0

@@ -1,0 +1,154 @@
+"""`memoryctl mcp` driven by the official SDK's client over stdio, in both handshake eras (2025's initialize, and
+2026-07-28's server/discover): the tools, their annotations and schemas, a round trip through the daemon, errors as
+tool errors, and the binding to one workspace."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from tests.conftest import Daemon, short_tmp
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = {
+    "memory_search",
+    "memory_get",
+    "memory_remember",
+    "memory_observe",
+    "memory_forget",
+    "rules_resolve",
+    "memory_context",
+    "compile_prepare",
+    "compile_apply",
+}
+
+
+def server(d: Daemon, cwd: Path, *extra: str) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=["-m", "memoryctl", "mcp", *extra], env=d.env, cwd=cwd)
+
+
+def structured(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    data: dict[str, Any] = result.structured_content
+    return data
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_tools_and_a_round_trip(daemon: Daemon, workspace: tuple[Path, str], mode: str) -> None:
+    root, ws = workspace
+    async with Client(server(daemon, root), mode=mode) as client:  # type: ignore[arg-type]
+        era = client.session.discover_result if mode == "auto" else client.session.initialize_result
+        assert era is not None  # the handshake this era uses
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(tools) == TOOLS
+        for name, tool in tools.items():
+            properties = tool.input_schema.get("properties", {})
+            assert "workspace" not in properties and "scope" not in properties, name  # bound to one project
+            assert tool.description and tool.annotations is not None and tool.output_schema is not None, name
+        assert tools["memory_search"].annotations.read_only_hint is True
+        assert tools["memory_forget"].annotations.destructive_hint is True
+        assert "memory_get" in (tools["memory_search"].description or "")
+
+        entry = structured(
+            await client.call_tool(
+                "memory_remember", {"text": "串口 ERR_UART_TIMEOUT_0x3F：开启硬件流控后消失", "type": "decision"}
+            )
+        )
+        assert entry["path"].startswith("memory/") and entry["id"].startswith("ent_")
+        hits = structured(await client.call_tool("memory_search", {"query": "ERR_UART_TIMEOUT_0x3F"}))["hits"]
+        assert hits[0]["path"] == entry["path"] and hits[0]["workspace_id"] == ws
+        text = structured(
+            await client.call_tool(
+                "memory_get", {"path": hits[0]["path"], "from_line": hits[0]["start_line"], "lines": 1}
+            )
+        )["text"]
+        assert "ERR_UART_TIMEOUT_0x3F" in text
+
+        # a daemon error is a tool error with its stable name and hint, and the server goes on
+        failed = await client.call_tool("memory_get", {"path": "../outside.md"})
+        assert (
+            failed.is_error and "MEMORY_PATH_TRAVERSAL" in failed.content[0].text and "hint:" in failed.content[0].text
+        )
+        failed = await client.call_tool("memory_forget", {"id": "ent_0000000000000000"})
+        assert failed.is_error and "MEMORY_ITEM_NOT_FOUND" in failed.content[0].text
+        gone = structured(await client.call_tool("memory_forget", {"id": entry["id"]}))
+        assert (
+            gone["run_id"]
+            and not structured(await client.call_tool("memory_search", {"query": "ERR_UART_TIMEOUT_0x3F"}))["hits"]
+        )
+        assert structured(await client.call_tool("memory_context", {"query_text": "what about the UART?"}))["stable"]
+
+
+async def test_the_server_reaches_only_its_own_workspace(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    root, _ = workspace
+    other = short_tmp("ws")
+    other_ws = daemon.call("workspace.add", {"path": str(other)})["workspace_id"]
+    daemon.call("remember", {"workspace": other_ws, "type": "note", "text": "the other project's secret KQZSECRET"})
+    async with Client(server(daemon, root), mode="legacy") as client:
+        found = structured(await client.call_tool("memory_search", {"query": "KQZSECRET"}))
+        assert found["hits"] == []
+        # extra arguments are not a way out: the tool's schema has no workspace, and a stray one is ignored
+        found = structured(await client.call_tool("memory_search", {"query": "KQZSECRET", "workspace": other_ws}))
+        assert found["hits"] == []
+
+
+async def test_a_daemon_that_is_down_is_a_tool_error(home: Path) -> None:
+    from tests.conftest import daemon_env
+
+    env = daemon_env(home)
+    env["MEMORYD_SOCKET"] = "/dev/null/memoryd.sock"  # no daemon there, and none can be started there
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "memoryctl", "mcp", "--timeout", "2"], env=env, cwd=home
+    )
+    async with Client(params, mode="legacy") as client:
+        assert len((await client.list_tools()).tools) == len(TOOLS)
+        result = await client.call_tool("memory_search", {"query": "anything"})
+        assert result.is_error and "DAEMON_UNAVAILABLE" in result.content[0].text
+
+
+def _inspector(d: Daemon, cwd: Path, *method: str) -> Any:
+    """`npx @modelcontextprotocol/inspector --cli` against `memoryctl mcp`; its JSON answer."""
+    import json
+    import shutil
+    import subprocess
+
+    npx = shutil.which("npx")
+    if npx is None:
+        pytest.skip("npx is not installed: the MCP Inspector cannot run here")
+    cache = Path(__file__).resolve().parent.parent / ".venv" / "npm-cache"
+    env_args = [
+        arg
+        for key in ("MEMORYD_HOME", "PYTHONPATH", "MEMORYD_EMBEDDING_PROVIDER")
+        for arg in ("-e", f"{key}={d.env[key]}")
+    ]
+    command = [npx, "-y", "--cache", str(cache), "@modelcontextprotocol/inspector@0", "--cli", *env_args]
+    command += ["--", sys.executable, "-m", "memoryctl", "mcp", "--method", *method]
+    done = subprocess.run(
+        command,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**d.env, "npm_config_update_notifier": "false"},
+    )
+    if done.returncode != 0 and "ENOTFOUND" in done.stderr + done.stdout:
+        pytest.skip(f"the npm registry is not reachable: {done.stderr[-300:]}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def test_the_mcp_inspector_lists_and_calls_tools(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    root, ws = workspace
+    daemon.call("remember", {"workspace": ws, "type": "note", "text": "inspector sees KQZINSPECT"})
+    listed = _inspector(daemon, root, "tools/list")
+    assert {t["name"] for t in listed["tools"]} == TOOLS
+    called = _inspector(daemon, root, "tools/call", "--tool-name", "memory_search", "--tool-arg", "query=KQZINSPECT")
+    assert not called.get("isError") and "KQZINSPECT" in called["structuredContent"]["hits"][0]["snippet"]
+    unknown = _inspector(daemon, root, "tools/call", "--tool-name", "no_such_tool")  # still exits 0
+    assert unknown.get("isError") is True
