@@ -1,0 +1,72 @@
+"""The host plugins as files: Claude Code's marketplace and plugin pass `claude plugin validate --strict` (the real
+CLI, from the npm registry), the hooks point at scripts that exist, and the scripts fail open when memoryctl cannot be
+found (no output, exit 0: a hook must never block a prompt)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, short_tmp
+
+PLUGIN = ROOT / "plugins" / "memoryd"
+CLAUDE_CODE = "@anthropic-ai/claude-code@2"
+
+
+def _claude(*args: str) -> subprocess.CompletedProcess[str]:
+    npx = shutil.which("npx")
+    if npx is None:
+        pytest.skip("npx is not installed: Claude Code's CLI cannot run here")
+    cache = ROOT / ".venv" / "npm-cache"
+    done = subprocess.run(
+        [npx, "-y", "--cache", str(cache), CLAUDE_CODE, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "npm_config_update_notifier": "false", "DISABLE_AUTOUPDATER": "1"},
+    )
+    if done.returncode != 0 and "ENOTFOUND" in done.stderr:
+        pytest.skip(f"the npm registry is not reachable: {done.stderr[-300:]}")
+    return done
+
+
+@pytest.mark.parametrize("target", [ROOT, PLUGIN], ids=["marketplace", "plugin"])
+def test_claude_plugin_validate_strict(target: Path) -> None:
+    done = _claude("plugin", "validate", "--strict", str(target))
+    assert done.returncode == 0 and "Validation passed" in done.stdout, done.stdout + done.stderr
+
+
+def test_every_hook_and_server_runs_a_script_of_the_plugin() -> None:
+    hooks = json.loads((PLUGIN / "hooks" / "hooks.json").read_text())["hooks"]
+    commands = [h["command"] for groups in hooks.values() for g in groups for h in g["hooks"]]
+    assert set(hooks) >= {"SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"}
+    for event, groups in hooks.items():
+        for group in groups:
+            for hook in group["hooks"]:
+                assert hook["command"] == f'"${{CLAUDE_PLUGIN_ROOT}}/bin/memoryd-hook" claude {event}'
+    assert all("${CLAUDE_PLUGIN_ROOT}" in c for c in commands)
+    server = json.loads((PLUGIN / ".mcp.json").read_text())["mcpServers"]["memoryd"]
+    for script in ("memoryd-hook", Path(server["command"]).name):
+        assert os.access(PLUGIN / "bin" / script, os.X_OK), script
+
+
+def test_the_hook_script_fails_open_without_memoryctl() -> None:
+    home = short_tmp("hk")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home)}  # no memoryctl anywhere it looks
+    done = subprocess.run(
+        [str(PLUGIN / "bin" / "memoryd-hook"), "claude", "UserPromptSubmit"],
+        input='{"prompt": "hello"}',
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
+    assert (done.returncode, done.stdout) == (0, "")
+    # the MCP launcher says what is missing instead (a server that cannot start should say why)
+    done = subprocess.run([str(PLUGIN / "bin" / "memoryd-mcp")], capture_output=True, text=True, env=env, timeout=30)
+    assert done.returncode == 1 and "memoryctl not found" in done.stderr
