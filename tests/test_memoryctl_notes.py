@@ -119,6 +119,7 @@ def test_help_lists_every_verb() -> None:
             "validate",
             "context",
             "mcp",
+            "install",
             "forget",
             "restore",
             "observe",

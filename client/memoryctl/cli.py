@@ -235,6 +235,24 @@ def verb_call(args: argparse.Namespace) -> tuple[str, dict[str, Any], Render]:
     raise Usage(f"unknown verb {verb}")
 
 
+def _install(args: argparse.Namespace) -> int:
+    from pathlib import Path  # not at the top: the other verbs start without it
+
+    from memoryctl import install
+
+    try:
+        changes = install.install(args.host, args.scope, Path(_project_root(os.getcwd())), dry_run=args.print)
+    except install.InstallError as exc:
+        raise Usage(str(exc), exc.hint) from None
+    if args.json:
+        _write(json.dumps({"ok": True, "data": {"files": [{"path": str(p), "content": c} for p, c in changes]}}))
+    elif args.print:
+        _write("\n".join(f"# {path}\n{content}" for path, content in changes))
+    else:
+        _write("\n".join(f"wrote {path}" for path, _ in changes))
+    return 0
+
+
 def _render_forget(result: dict[str, Any]) -> str:
     item = result["item"]
     return (
@@ -429,6 +447,7 @@ VERBS = {
     "validate": "check layout, headings and paths",
     "context": "what a host injects: stable rules and memory, then recall for a prompt",
     "mcp": "serve this project's memory to an agent over MCP (stdio)",
+    "install": "configure Claude Code, Codex or OpenCode to use memoryd (hooks and MCP server)",
     "forget": "hide a remembered entry from search and context (kept for audit; restore undoes it)",
     "restore": "undo a recorded change by its run id (forget, compile apply, promote, restore)",
     "observe": "record one observation (evidence)",
@@ -516,6 +535,15 @@ def _configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentP
         )
         p.add_argument("--from", dest="from_line", type=int, default=1, metavar="LINE", help="first line (default: 1)")
         p.add_argument("--lines", type=int, default=40, metavar="N", help="how many lines, at most 200 (default: 40)")
+    elif verb == "install":
+        p.add_argument("host", choices=["claude", "codex", "opencode"], help="the agent to configure")
+        p.add_argument(
+            "--scope",
+            choices=["project", "user"],
+            default="project",
+            help="this project's files (default) or your user-wide configuration",
+        )
+        p.add_argument("--print", action="store_true", help="show the files as they would be; write nothing")
     elif verb in ("forget", "restore"):
         if verb == "forget":
             p.add_argument("ref", metavar="ID", help="the entry's id, as remember printed it (ent_…)")
@@ -687,6 +715,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = str(socket_path(args.socket))
     try:
         timeout = args.timeout if args.timeout else environ_timeout(30.0)
+        if args.verb == "install":  # files, not a call
+            return _install(args)
         if args.verb == "mcp":  # a server, not a call: the SDK is imported only here (about a second)
             try:
                 from memoryctl import mcp_server
