@@ -70,3 +70,35 @@ def test_the_hook_script_fails_open_without_memoryctl() -> None:
     # the MCP launcher says what is missing instead (a server that cannot start should say why)
     done = subprocess.run([str(PLUGIN / "bin" / "memoryd-mcp")], capture_output=True, text=True, env=env, timeout=30)
     assert done.returncode == 1 and "memoryctl not found" in done.stderr
+
+
+def test_codex_installs_the_plugin_from_the_repository_marketplace() -> None:
+    home = short_tmp("cx")
+    env_home = {"HOME": str(home)}
+
+    def codex(*args: str) -> subprocess.CompletedProcess[str]:
+        npx = shutil.which("npx")
+        if npx is None:
+            pytest.skip("npx is not installed: Codex cannot run here")
+        done = subprocess.run(
+            [npx, "-y", "--cache", str(ROOT / ".venv" / "npm-cache"), "@openai/codex", *args],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, **env_home, "npm_config_update_notifier": "false"},
+        )
+        if done.returncode != 0 and "ENOTFOUND" in done.stderr:
+            pytest.skip(f"the npm registry is not reachable: {done.stderr[-300:]}")
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done
+
+    codex("plugin", "marketplace", "add", str(ROOT))
+    codex("plugin", "add", "memoryd@memoryd")
+    installed = json.loads(codex("plugin", "list", "--json").stdout)["installed"]
+    assert [(p["pluginId"], p["enabled"]) for p in installed] == [("memoryd@memoryd", True)]
+    servers = {s["name"]: s for s in json.loads(codex("mcp", "list", "--json").stdout)}
+    assert servers["memoryd"]["transport"]["command"].endswith("/bin/memoryd-mcp")
+    cached = next((home / ".codex" / "plugins" / "cache" / "memoryd" / "memoryd").iterdir())
+    hooks = json.loads((cached / "hooks" / "codex-hooks.json").read_text())["hooks"]
+    assert hooks["SessionStart"][0]["hooks"][0]["command"].endswith('memoryd-hook" codex SessionStart')
+    assert os.access(cached / "bin" / "memoryd-hook", os.X_OK)
