@@ -102,3 +102,39 @@ def test_codex_installs_the_plugin_from_the_repository_marketplace() -> None:
     hooks = json.loads((cached / "hooks" / "codex-hooks.json").read_text())["hooks"]
     assert hooks["SessionStart"][0]["hooks"][0]["command"].endswith('memoryd-hook" codex SessionStart')
     assert os.access(cached / "bin" / "memoryd-hook", os.X_OK)
+
+
+def test_the_opencode_plugin_typechecks_against_opencodes_own_types() -> None:
+    npm = shutil.which("npm")
+    npx = shutil.which("npx")
+    if npm is None or npx is None:
+        pytest.skip("npm is not installed: the OpenCode plugin cannot be type-checked here")
+    work = short_tmp("ts")
+    shutil.copy(ROOT / ".opencode" / "plugin" / "memoryd.ts", work / "memoryd.ts")
+    (work / "package.json").write_text('{"name": "check", "private": true, "type": "module"}')
+    options = {
+        "strict": True,
+        "noEmit": True,
+        "module": "ESNext",
+        "moduleResolution": "bundler",
+        "target": "ES2022",
+        "types": ["bun-types"],
+        "skipLibCheck": True,
+    }
+    (work / "tsconfig.json").write_text(json.dumps({"compilerOptions": options, "files": ["memoryd.ts"]}))
+    cache = str(ROOT / ".venv" / "npm-cache")
+    env = {**os.environ, "npm_config_update_notifier": "false"}
+    packages = ["@opencode-ai/plugin@1", "typescript@5", "bun-types@1"]
+    done = subprocess.run(
+        [npm, "install", "--silent", "--cache", cache, *packages],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if done.returncode != 0 and "ENOTFOUND" in done.stderr:
+        pytest.skip(f"the npm registry is not reachable: {done.stderr[-300:]}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    checked = subprocess.run([npx, "tsc", "-p", "."], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
