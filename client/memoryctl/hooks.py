@@ -38,7 +38,6 @@ QUERY_MAX_CHARS = 100_000  # the context method's limit for query_text
 SUMMARY_INPUT_CHARS = 600  # a tool observation: the input, then the output or error, each capped …
 SUMMARY_MAX_CHARS = 2_000  # … and the whole text
 CONSOLIDATE_AFTER = 20  # pending observations that make Stop ask for a consolidation (MEMORYD_CONSOLIDATE_AFTER)
-TIMELINE_MAX = 1_000  # the timeline method's largest limit
 
 USAGE = "usage: memoryctl hook [--socket PATH] {claude|codex|opencode} EVENT  (stdin: the host's hook JSON)"
 
@@ -207,7 +206,7 @@ def run(host: str, event: str, payload: dict[str, Any], socket_opt: str | None, 
     if payload.get("stop_hook_active"):
         return None  # the agent is already continuing because of a Stop hook: never loop
     threshold = consolidate_after()
-    pending = pending_observations(_call(socket_opt, deadline, "timeline", {"workspace": cwd, "limit": TIMELINE_MAX}))
+    pending = uncompiled(_call(socket_opt, deadline, "status", {"workspace": cwd}))
     if pending < threshold:
         return None
     return {
@@ -246,15 +245,14 @@ def consolidate_after() -> int:
     return value
 
 
-def pending_observations(timeline: dict[str, Any]) -> int:
-    """Observations recorded since the newest compile.apply (the timeline is newest first)."""
-    count = 0
-    for item in timeline.get("events") or []:
-        if item.get("type") == "change" and item.get("op") == "compile.apply":
-            break
-        if item.get("type") == "observation":
-            count += 1
-    return count
+def uncompiled(status: dict[str, Any]) -> int:
+    """The workspace's observations not compiled yet, from `status` (0 while its rules are still loading)."""
+    for ws in status.get("workspaces") or []:
+        rules = ws.get("rules") or {}
+        value = rules.get("uncompiled_observations")
+        if isinstance(value, int):
+            return value
+    return 0
 
 
 # --- the observation's text ---------------------------------------------------------------------------------------
