@@ -140,7 +140,7 @@ def _say(reason: str) -> None:
     try:
         sys.stderr.write("memoryctl hook: " + " ".join(reason.split()) + "\n")
         sys.stderr.flush()
-    except Exception:  # noqa: S110 - a closed stderr must not turn into a failed hook
+    except Exception:
         pass
 
 
@@ -150,14 +150,16 @@ def _emit(out: dict[str, Any]) -> None:
     try:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
-    except Exception:  # noqa: S110 - the host stopped listening
+    except Exception:
         pass
 
 
 # --- events -------------------------------------------------------------------------------------------------------
 
 
-def run(host: str, event: str, payload: dict[str, Any], socket_opt: str | None, deadline: float) -> dict[str, Any] | None:
+def run(
+    host: str, event: str, payload: dict[str, Any], socket_opt: str | None, deadline: float
+) -> dict[str, Any] | None:
     """The JSON to print for ``event``, or None to print nothing; raises on a fault (the caller fails open)."""
     if event in ("PreCompact", "SessionEnd"):
         return None  # nothing to flush: every observation was recorded synchronously when it happened
