@@ -61,8 +61,10 @@ def wait_embedded(rpc: Rpc, ws: str, limit_s: float = 600) -> str:
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         vectors = rpc.call("status", {"workspace": ws})["workspaces"][0].get("vectors") or {}
-        if vectors.get("problem") or not vectors:
-            return "no vectors"
+        if not vectors:
+            return "no vectors (status names none)"
+        if vectors.get("problem"):
+            return f"no vectors ({vectors['problem'].get('reason')})"
         if vectors["embedded"] >= vectors["total"]:
             return f"{vectors['provider']} vectors, {vectors['total']} passages embedded"
         time.sleep(0.5)

@@ -432,3 +432,12 @@ def test_the_hook_path_imports_nothing_of_the_daemon() -> None:
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_a_lone_surrogate_in_the_prompt_never_breaks_the_output(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    root, ws = workspace
+    daemon.call("remember", {"workspace": ws, "text": "The serial port runs at 921600 baud."})
+    out, _ = hook(
+        daemon.env, "claude", "UserPromptSubmit", {"session_id": "s", "cwd": str(root), "prompt": "serial \ud800 baud"}
+    )
+    answer(out)  # exit 0; stdout empty or one JSON object

@@ -50,8 +50,12 @@ class Skip(Exception):
     """Nothing to do or nothing to say, with the reason for standard error (empty: say nothing)."""
 
 
+_live = [False]  # the deadline may interrupt the work; once it is over (answer ready or fault caught), no longer
+
+
 def _alarm(signum: int, frame: object) -> None:
-    raise Deadline
+    if _live[0]:
+        raise Deadline
 
 
 def main(argv: Sequence[str]) -> int:
@@ -60,35 +64,46 @@ def main(argv: Sequence[str]) -> int:
     event = words[1] if len(words) == 2 else ""
     deadline = DEADLINES.get(event, 0.2)
     armed = hasattr(signal, "setitimer")
+    _live[0] = True
     if armed:
         signal.signal(signal.SIGALRM, _alarm)
         signal.setitimer(signal.ITIMER_REAL, deadline)
-    out: dict[str, Any] | None = None
+    data = b""
     reason = ""
     try:
-        if len(words) != 2:
-            raise Skip(USAGE)
-        host = words[0]
-        if host not in HOSTS:
-            raise Skip(f"unknown host {host!r} (one of {', '.join(HOSTS)})")
-        if event not in DEADLINES:
-            raise Skip(f"unknown event {event!r} (one of {', '.join(DEADLINES)})")
-        payload = _read_payload()
-        out = run(host, event, payload, socket_opt, deadline)
+        try:
+            if len(words) != 2:
+                raise Skip(USAGE)
+            host = words[0]
+            if host not in HOSTS:
+                raise Skip(f"unknown host {host!r} (one of {', '.join(HOSTS)})")
+            if event not in DEADLINES:
+                raise Skip(f"unknown event {event!r} (one of {', '.join(DEADLINES)})")
+            out = run(host, event, _read_payload(), socket_opt, deadline)
+            data = b"" if out is None else encode(out)
+        finally:
+            _live[0] = False  # a deadline that fires before this line is caught below; after it, it is ignored
     except Skip as exc:
         reason = str(exc)
     except Deadline:
-        reason = f"no answer within the {event or 'hook'} deadline of {deadline:g} s"
+        data, reason = b"", f"no answer within the {event or 'hook'} deadline of {deadline:g} s"
     except BaseException as exc:  # fail open, whatever it was (KeyboardInterrupt and SystemExit included)
-        reason = _describe(exc)
-    finally:
-        if armed:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-    if out is not None:
-        _emit(out)
+        data, reason = b"", _describe(exc)
+    if armed:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    if data:
+        _emit(data)
     elif reason:
         _say(reason)
     return 0
+
+
+def encode(out: dict[str, Any]) -> bytes:
+    """One line of JSON, UTF-8 whatever the locale (escaped ASCII if the text holds a lone surrogate)."""
+    try:
+        return json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(out, separators=(",", ":")).encode("ascii") + b"\n"
 
 
 def _parse(argv: Sequence[str]) -> tuple[str | None, list[str]]:
@@ -144,14 +159,16 @@ def _say(reason: str) -> None:
         pass
 
 
-def _emit(out: dict[str, Any]) -> None:
-    """The hook's answer: one JSON object, UTF-8 whatever the locale, written at once."""
-    data = json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+def _emit(data: bytes) -> None:
+    """The hook's answer, written at once."""
     try:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
     except Exception:
-        pass
+        try:  # the host stopped listening: let the interpreter's final flush find nothing to fail on
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except Exception:
+            pass
 
 
 # --- events -------------------------------------------------------------------------------------------------------
