@@ -244,6 +244,7 @@ def test_stop_asks_for_consolidation_over_the_threshold_and_never_when_stop_hook
     stop = {"session_id": "s-8", "cwd": str(root), "stop_hook_active": False}
     for n in range(2):
         daemon.call("observe", {"workspace": ws, "kind": "tool_use", "source": "claude:Bash", "text": f"ran {n}"})
+    assert daemon.call("status", {"workspace": ws})["workspaces"][0]["rules"]["uncompiled_observations"] == 2
     out, _ = hook(env, "claude", "Stop", stop)
     silent(out)  # 2 < 3
     daemon.call("observe", {"workspace": ws, "kind": "tool_use", "source": "claude:Bash", "text": "ran 2"})
@@ -257,6 +258,7 @@ def test_stop_asks_for_consolidation_over_the_threshold_and_never_when_stop_hook
     request = daemon.call("compile.prepare", {"workspace": ws})
     empty = {"rules": [], "candidates": [], "overrides": [], "provenance_summary": {"observation_ids_used": []}}
     daemon.call("compile.apply", {"workspace": ws, "response": {"request_id": request["request_id"], **empty}})
+    assert daemon.call("status", {"workspace": ws})["workspaces"][0]["rules"]["uncompiled_observations"] == 0
     out, _ = hook(env, "claude", "Stop", stop)
     silent(out)
     # the default threshold is 20
