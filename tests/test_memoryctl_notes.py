@@ -128,5 +128,6 @@ def test_help_lists_every_verb() -> None:
             "rules",
             "timeline",
             "candidates",
+            "hook",
         )
     )  # every verb, each once, in this order

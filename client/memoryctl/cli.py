@@ -456,6 +456,7 @@ VERBS = {
     "rules": "search, show and diff rules",
     "timeline": "observations and rule changes, newest first",
     "candidates": "review low-confidence rules: list, promote, reject",
+    "hook": "answer a coding agent host's hook (its JSON on stdin); fails open, never blocks",
 }
 RULE_VERBS = ("observe", "compile", "resolve", "rules", "timeline", "candidates")
 _VALUE_OPTIONS = {"--socket", "--timeout", "--workspace", "-w"}
@@ -565,6 +566,9 @@ def _configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentP
             default="both",
             help="print both parts (default) or one part's text alone",
         )
+    elif verb == "hook":  # parsed here only for --help: memoryctl.hooks reads its own few words
+        p.add_argument("host", choices=["claude", "codex", "opencode"], help="the host sending the hook JSON")
+        p.add_argument("event", help="SessionStart, UserPromptSubmit, PostToolUse, PostToolUseFailure, Stop, …")
     elif verb in RULE_VERBS:  # only these verbs pay for importing rules_cli
         from memoryctl import rules_cli
 
@@ -693,6 +697,10 @@ def _embedding_progress(path: str, status_params: dict[str, Any], timeout: float
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else list(argv)
+    if _first_word(args_list) == "hook" and not {"-h", "--help"} & set(args_list):
+        from memoryctl.hooks import main as hook  # fail-open, deadlines, no argparse: it runs on every prompt
+
+        return hook(args_list)
     unknown = _unknown_verb(args_list)
     if unknown is not None:
         import difflib

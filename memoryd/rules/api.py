@@ -279,6 +279,10 @@ class RulesStatus(Wire):
     overrides: int
     candidates: int
     observations: int
+    uncompiled_observations: int = Field(
+        description="Observations no compile.apply has covered yet (what compile.prepare would gather); "
+        "`memoryctl hook … Stop` asks the agent to consolidate when they pass MEMORYD_CONSOLIDATE_AFTER."
+    )
     outstanding_requests: int = Field(description="compile requests prepared and not yet applied")
     generation: int = Field(description="Bumped whenever the loaded rule set changes.")
     errors: list[str] = Field(

@@ -104,6 +104,18 @@ def is_compiled(state: dict[str, Any], source: str, observation_id: str) -> bool
     )
 
 
+def uncompiled(state: dict[str, Any], evidence: EvidenceStore) -> int:
+    """How many stored observations are not compiled yet (is_compiled for each, with the sets built once)."""
+    watermarks: dict[str, str] = state["watermarks"]
+    compiled = {source: set(ids) for source, ids in state["compiled"].items()}
+    count = 0
+    for stored in evidence.iter_ordered():
+        oid = stored.observation.observation_id
+        if oid > watermarks.get(stored.source, "") and oid not in compiled.get(stored.source, ()):
+            count += 1
+    return count
+
+
 def mark_compiled(state: dict[str, Any], evidence: EvidenceStore, ids: Iterable[str]) -> None:
     """Record ``ids`` as compiled and move each source's watermark over every contiguous compiled id."""
     by_source: dict[str, set[str]] = {}

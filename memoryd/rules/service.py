@@ -312,6 +312,7 @@ class RulesService:
                 overrides=layers["override"],
                 candidates=layers["candidate"],
                 observations=len(wr.evidence),
+                uncompiled_observations=comp.uncompiled(state, wr.evidence),
                 outstanding_requests=sum(1 for r in state["requests"].values() if r["status"] == "outstanding"),
                 generation=wr.rules.generation,
                 errors=wr.rules.errors() + wr.evidence.problems() + journal.history_problems(wr.root),
