@@ -1,0 +1,235 @@
+"""Keyless end-to-end runs of the real Claude Code (from the npm registry) against a small fake Messages API on
+127.0.0.1 that records every request body, with memoryd configured by `memoryctl install claude`:
+
+- the stable block (MEMORY.md) arrives in the first request, once, and a resumed session's request carries the same
+  bytes once, although MEMORY.md changed in between (the session's snapshot);
+- recall arrives with each prompt;
+- a tool the model uses is recorded as an observation (PostToolUse);
+- a decision the model stores through the MCP tool in session one is recalled in session two;
+- with the daemon killed, a turn still completes.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, Daemon, short_tmp
+
+MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
+CLAUDE_CODE = "@anthropic-ai/claude-code@2"
+
+Script = Callable[[dict[str, Any]], list[dict[str, Any]]]  # a request body → the assistant's content blocks
+
+
+class FakeMessages:
+    """POST /v1/messages: answers with the content blocks ``script`` gives for the request (streamed or not);
+    keeps every body."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        self.script: Script = lambda body: [{"type": "text", "text": "ok"}]
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                if "count_tokens" in self.path or not self.path.startswith("/v1/messages"):
+                    return self._send("application/json", json.dumps({"input_tokens": 10}).encode())
+                fake.bodies.append(body)
+                blocks = fake.script(body)
+                stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+                message = {
+                    "id": f"msg_{len(fake.bodies)}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body.get("model", "claude"),
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 10, "output_tokens": 1},
+                }
+                if not body.get("stream"):
+                    done = {**message, "content": blocks, "stop_reason": stop}
+                    return self._send("application/json", json.dumps(done).encode())
+                events = [("message_start", {"type": "message_start", "message": message})]
+                for n, block in enumerate(blocks):
+                    if block["type"] == "text":
+                        start, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": block["text"]}
+                    else:
+                        start = {**block, "input": {}}
+                        delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+                    events += [
+                        ("content_block_start", {"type": "content_block_start", "index": n, "content_block": start}),
+                        ("content_block_delta", {"type": "content_block_delta", "index": n, "delta": delta}),
+                        ("content_block_stop", {"type": "content_block_stop", "index": n}),
+                    ]
+                events += [
+                    (
+                        "message_delta",
+                        {
+                            "type": "message_delta",
+                            "delta": {"stop_reason": stop, "stop_sequence": None},
+                            "usage": {"output_tokens": 1},
+                        },
+                    ),
+                    ("message_stop", {"type": "message_stop"}),
+                ]
+                data = "".join(f"event: {e}\ndata: {json.dumps(d)}\n\n" for e, d in events).encode()
+                self._send("text/event-stream", data)
+
+            def _send(self, kind: str, data: bytes) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def text(self, n: int) -> str:
+        return json.dumps(self.bodies[n], ensure_ascii=False)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeMessages]:
+    server = FakeMessages()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def project(daemon: Daemon) -> tuple[Path, str]:
+    root = short_tmp("cc")
+    (root / ".git").mkdir()
+    ws = daemon.call("workspace.add", {"path": str(root)})["workspace_id"]
+    env = {**daemon.env, "HOME": str(daemon.home)}
+    done = subprocess.run(
+        [MEMORYCTL, "install", "claude"], cwd=root, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return root, ws
+
+
+def claude(d: Daemon, fake: FakeMessages, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    npx = shutil.which("npx")
+    if npx is None:
+        pytest.skip("npx is not installed: Claude Code cannot run here")
+    env = {
+        **d.env,
+        "HOME": str(d.home),
+        "ANTHROPIC_BASE_URL": fake.url,
+        "ANTHROPIC_API_KEY": "sk-ant-test-not-a-key",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "npm_config_update_notifier": "false",
+    }
+    command = [npx, "-y", "--cache", str(ROOT / ".venv" / "npm-cache"), CLAUDE_CODE, "-p", *args]
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0 and "ENOTFOUND" in done.stderr:
+        pytest.skip(f"the npm registry is not reachable: {done.stderr[-300:]}")
+    return done
+
+
+def test_stable_once_and_identical_after_resume_recall_per_prompt(
+    daemon: Daemon, project: tuple[Path, str], fake: FakeMessages
+) -> None:
+    root, ws = project
+    (root / "memory" / "MEMORY.md").write_text(
+        "## Devices\n- KX-200 bench 3: USB hub on port 2 KQZSTABLE\n", encoding="utf-8"
+    )
+    daemon.call(
+        "remember", {"workspace": ws, "type": "decision", "text": "KX-200 UART needs RTS/CTS above 115200 KQZRECALL"}
+    )
+    session = str(uuid.uuid4())
+    first = claude(daemon, fake, root, "--session-id", session, "what about the UART RTS/CTS?")
+    assert first.returncode == 0 and "ok" in first.stdout, first.stderr[-2000:]
+    stable = daemon.call("context", {"workspace": ws, "session_id": session})["stable"]["text"]
+    assert "KQZSTABLE" in stable
+    body = fake.text(0)
+    assert json.dumps(stable, ensure_ascii=False)[1:-1] in body  # the stable block, byte for byte
+    assert body.count("KQZSTABLE") == 1 and "KQZRECALL" in body
+
+    # memory changes; the same session resumes: the same stable bytes, once; a new prompt, its own recall
+    (root / "memory" / "MEMORY.md").write_text("## Devices\n- changed since KQZNEWER\n", encoding="utf-8")
+    daemon.call("remember", {"workspace": ws, "type": "note", "text": "flash tool needs BOOT0 high KQZSECOND"})
+    again = claude(daemon, fake, root, "--resume", session, "how do we flash, BOOT0?")
+    assert again.returncode == 0, again.stderr[-2000:]
+    body = fake.text(len(fake.bodies) - 1)
+    assert body.count("KQZSTABLE") == 1 and "KQZNEWER" not in body
+    assert "KQZSECOND" in body
+
+    # a new session gets the new memory
+    fresh = claude(daemon, fake, root, "anything new?")
+    assert fresh.returncode == 0 and "KQZNEWER" in fake.text(len(fake.bodies) - 1)
+
+
+def test_tool_use_is_observed_and_a_decision_is_recalled_next_session(
+    daemon: Daemon, project: tuple[Path, str], fake: FakeMessages
+) -> None:
+    root, ws = project
+
+    def script(body: dict[str, Any]) -> list[dict[str, Any]]:
+        last = body["messages"][-1]
+        done = isinstance(last.get("content"), list) and any(b.get("type") == "tool_result" for b in last["content"])
+        if done:
+            return [{"type": "text", "text": "done"}]
+        names = {t["name"] for t in body.get("tools", [])}
+        if "mcp__memoryd__memory_remember" in names and "REMEMBER" in json.dumps(body["messages"]):
+            args = {"text": "we chose ninja over make for firmware builds KQZDECIDED", "type": "decision"}
+            return [{"type": "tool_use", "id": "toolu_1", "name": "mcp__memoryd__memory_remember", "input": args}]
+        return [{"type": "tool_use", "id": "toolu_2", "name": "Bash", "input": {"command": "echo KQZTOOLRAN"}}]
+
+    fake.script = script
+    # (--dangerously-skip-permissions is refused to root, as CI may be: the two tools are allowed by name instead)
+    mcp = ["--mcp-config", str(root / ".mcp.json"), "--allowedTools", "Bash", "mcp__memoryd__memory_remember"]
+    ran = claude(daemon, fake, root, *mcp, "--", "run a command")
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    observed = daemon.call("timeline", {"workspace": ws})
+    assert "KQZTOOLRAN" in json.dumps(observed, ensure_ascii=False)
+
+    kept = claude(daemon, fake, root, *mcp, "--", "REMEMBER our build decision")
+    assert kept.returncode == 0, kept.stderr[-2000:]
+    tools = {t["name"] for b in fake.bodies for t in b.get("tools", [])}
+    assert any("KQZDECIDED" in p.read_text(encoding="utf-8") for p in (root / "memory").glob("20*.md")), (
+        sorted(t for t in tools if t.startswith("mcp")),
+        json.dumps(fake.bodies[-1]["messages"][-1], ensure_ascii=False)[:1500],
+        kept.stderr[-1500:],
+    )
+
+    fake.script = lambda body: [{"type": "text", "text": "ok"}]
+    recalled = claude(daemon, fake, root, "which build tool did we pick, ninja or make?")
+    assert recalled.returncode == 0 and "KQZDECIDED" in fake.text(len(fake.bodies) - 1)
+
+
+def test_a_killed_daemon_never_breaks_a_turn(daemon: Daemon, project: tuple[Path, str], fake: FakeMessages) -> None:
+    root, _ = project
+    assert daemon.proc is not None
+    daemon.proc.send_signal(signal.SIGKILL)
+    daemon.proc.wait(30)  # its socket file stays behind: a connect is refused, as after a crash
+    turn = claude(daemon, fake, root, "still there?")
+    assert turn.returncode == 0 and "ok" in turn.stdout, turn.stderr[-2000:]
+    assert "KQZ" not in fake.text(0)  # nothing injected, nothing broken
