@@ -1,0 +1,151 @@
+"""Keyless end-to-end runs of the real OpenCode (opencode-ai, from the npm registry) with memoryd's plugin
+(.opencode/plugin/memoryd.ts) against a small fake OpenAI-compatible chat API on 127.0.0.1 that records every request:
+the stable block goes into the system prompt, the recall into the user's turn, and with the daemon killed a turn
+still completes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, Daemon, short_tmp
+
+MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
+
+
+class FakeChat:
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                fake.bodies.append(body)
+                chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+                chunks = [
+                    {
+                        **chunk,
+                        "choices": [
+                            {"index": 0, "delta": {"role": "assistant", "content": "ok"}, "finish_reason": None}
+                        ],
+                    },
+                    {
+                        **chunk,
+                        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+                    },
+                ]
+                if body.get("stream"):
+                    data = ("".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n").encode()
+                    return self._send("text/event-stream", data)
+                message = {"role": "assistant", "content": "ok"}
+                done = {
+                    **chunk,
+                    "object": "chat.completion",
+                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                }
+                self._send("application/json", json.dumps(done).encode())
+
+            def do_GET(self) -> None:
+                self._send("application/json", json.dumps({"data": [{"id": "m", "object": "model"}]}).encode())
+
+            def _send(self, kind: str, data: bytes) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeChat]:
+    server = FakeChat()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def project(daemon: Daemon, fake: FakeChat) -> tuple[Path, str]:
+    root = short_tmp("oc")
+    (root / ".git").mkdir()
+    ws = daemon.call("workspace.add", {"path": str(root)})["workspace_id"]
+    (root / ".opencode" / "plugin").mkdir(parents=True)
+    shutil.copy(ROOT / ".opencode" / "plugin" / "memoryd.ts", root / ".opencode" / "plugin" / "memoryd.ts")
+    provider = {
+        "npm": "@ai-sdk/openai-compatible",
+        "name": "fake",
+        "options": {"baseURL": fake.url, "apiKey": "not-a-key"},
+        "models": {"m": {"name": "m"}},
+    }
+    (root / "opencode.json").write_text(json.dumps({"provider": {"fake": provider}, "model": "fake/m"}))
+    return root, ws
+
+
+def opencode(d: Daemon, cwd: Path, prompt: str) -> subprocess.CompletedProcess[str]:
+    npx = shutil.which("npx")
+    if npx is None:
+        pytest.skip("npx is not installed: OpenCode cannot run here")
+    home = d.home / "opencode-home"
+    env = {
+        **d.env,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "MEMORYCTL": MEMORYCTL,
+        "npm_config_update_notifier": "false",
+    }
+    command = [npx, "-y", "--cache", str(ROOT / ".venv" / "npm-cache"), "opencode-ai@1", "run", prompt]
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0 and "ENOTFOUND" in done.stderr:
+        pytest.skip(f"the npm registry is not reachable: {done.stderr[-300:]}")
+    return done
+
+
+def test_stable_in_the_system_prompt_and_recall_in_the_turn(
+    daemon: Daemon, project: tuple[Path, str], fake: FakeChat
+) -> None:
+    root, ws = project
+    (root / "memory" / "MEMORY.md").write_text("## Devices\n- KX-200 bench 3 KQZSTABLE\n", encoding="utf-8")
+    daemon.call("remember", {"workspace": ws, "type": "decision", "text": "UART needs RTS/CTS above 115200 KQZRECALL"})
+    done = opencode(daemon, root, "what about the UART RTS/CTS?")
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
+    turns = [b for b in fake.bodies if "what about the UART" in json.dumps(b, ensure_ascii=False)]
+    assert turns, [json.dumps(b)[:300] for b in fake.bodies]
+    messages = turns[-1]["messages"]
+    system = " ".join(json.dumps(m, ensure_ascii=False) for m in messages if m["role"] == "system")
+    user = " ".join(json.dumps(m, ensure_ascii=False) for m in messages if m["role"] == "user")
+    assert "KQZSTABLE" in system and system.count("KQZSTABLE") == 1
+    assert "KQZRECALL" in user
+
+
+def test_a_killed_daemon_never_breaks_a_turn(daemon: Daemon, project: tuple[Path, str], fake: FakeChat) -> None:
+    root, _ = project
+    assert daemon.proc is not None
+    daemon.proc.send_signal(signal.SIGKILL)
+    daemon.proc.wait(30)
+    done = opencode(daemon, root, "still there?")
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
+    assert "KQZ" not in json.dumps(fake.bodies)
