@@ -1,0 +1,156 @@
+"""Keyless end-to-end runs of the real Codex (@openai/codex, from the npm registry) configured by `memoryctl install
+codex` against a small fake Responses API on 127.0.0.1 that records every request: the stable block and the recall
+reach the model, and with the daemon killed a turn still completes. (Codex runs hooks only once they are trusted —
+`/hooks` in the CLI; automation passes --dangerously-bypass-hook-trust, as here.)"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, Daemon, short_tmp
+
+MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
+
+
+class FakeResponses:
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                fake.bodies.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}"))
+                text = {"type": "output_text", "text": "ok", "annotations": []}
+                item = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [text]}
+                usage = {
+                    "input_tokens": 5,
+                    "output_tokens": 1,
+                    "total_tokens": 6,
+                    "input_tokens_details": {"cached_tokens": 0},
+                    "output_tokens_details": {"reasoning_tokens": 0},
+                }
+                response = {"id": "resp_1", "object": "response", "output": []}
+                events = [
+                    {"type": "response.created", "response": {**response, "status": "in_progress"}},
+                    {
+                        "type": "response.output_item.added",
+                        "output_index": 0,
+                        "item": {**item, "status": "in_progress", "content": []},
+                    },
+                    {
+                        "type": "response.output_text.delta",
+                        "item_id": "msg_1",
+                        "output_index": 0,
+                        "content_index": 0,
+                        "delta": "ok",
+                    },
+                    {"type": "response.output_item.done", "output_index": 0, "item": item},
+                    {
+                        "type": "response.completed",
+                        "response": {**response, "status": "completed", "output": [item], "usage": usage},
+                    },
+                ]
+                data = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                data = json.dumps({"data": [], "models": []}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeResponses]:
+    server = FakeResponses()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def project(daemon: Daemon, fake: FakeResponses) -> tuple[Path, str, Path]:
+    root = short_tmp("cx")
+    (root / ".git").mkdir()
+    ws = daemon.call("workspace.add", {"path": str(root)})["workspace_id"]
+    home = daemon.home / "codex-home"
+    (home / ".codex").mkdir(parents=True)
+    provider = f'[model_providers.fake]\nname = "fake"\nbase_url = "{fake.url}"\nwire_api = "responses"\nenv_key = "FAKE_KEY"\n'
+    (home / ".codex" / "config.toml").write_text(f'model_provider = "fake"\nmodel = "m"\n\n{provider}')
+    env = {**daemon.env, "HOME": str(home)}
+    done = subprocess.run(
+        [MEMORYCTL, "install", "codex", "--scope", "user"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return root, ws, home
+
+
+def codex(d: Daemon, cwd: Path, home: Path, prompt: str) -> subprocess.CompletedProcess[str]:
+    npx = shutil.which("npx")
+    if npx is None:
+        pytest.skip("npx is not installed: Codex cannot run here")
+    env = {**d.env, "HOME": str(home), "FAKE_KEY": "not-a-key", "npm_config_update_notifier": "false"}
+    command = [npx, "-y", "--cache", str(ROOT / ".venv" / "npm-cache"), "@openai/codex", "exec"]
+    command += ["--skip-git-repo-check", "--dangerously-bypass-hook-trust", prompt]
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0 and "ENOTFOUND" in done.stderr:
+        pytest.skip(f"the npm registry is not reachable: {done.stderr[-300:]}")
+    return done
+
+
+def test_stable_and_recall_reach_the_model(
+    daemon: Daemon, project: tuple[Path, str, Path], fake: FakeResponses
+) -> None:
+    root, ws, home = project
+    (root / "memory" / "MEMORY.md").write_text("## Devices\n- KX-200 bench 3 KQZSTABLE\n", encoding="utf-8")
+    daemon.call("remember", {"workspace": ws, "type": "decision", "text": "UART needs RTS/CTS above 115200 KQZRECALL"})
+    done = codex(daemon, root, home, "what about the UART RTS/CTS?")
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
+    body = json.dumps(fake.bodies[-1], ensure_ascii=False)
+    assert body.count("KQZSTABLE") == 1 and "KQZRECALL" in body
+
+
+def test_a_killed_daemon_never_breaks_a_turn(
+    daemon: Daemon, project: tuple[Path, str, Path], fake: FakeResponses
+) -> None:
+    root, _, home = project
+    assert daemon.proc is not None
+    daemon.proc.send_signal(signal.SIGKILL)
+    daemon.proc.wait(30)
+    done = codex(daemon, root, home, "still there?")
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
+    assert "KQZ" not in json.dumps(fake.bodies)
