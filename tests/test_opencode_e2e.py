@@ -26,6 +26,7 @@ MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
 class FakeChat:
     def __init__(self) -> None:
         self.bodies: list[dict[str, Any]] = []
+        self.command = ""  # when set, the model answers a turn that offers the bash tool by running it
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -35,18 +36,23 @@ class FakeChat:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 fake.bodies.append(body)
                 chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+                usage = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
+                tools = {t["function"]["name"] for t in body.get("tools", [])}
+                answered = any(m.get("role") == "tool" for m in body.get("messages", []))
+                delta: dict[str, Any] = {"role": "assistant", "content": "ok"}
+                finish = "stop"
+                if fake.command and "bash" in tools and not answered:  # the model runs a command
+                    arguments = json.dumps({"command": fake.command, "description": "run it"})
+                    call = {
+                        "index": 0,
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": arguments},
+                    }
+                    delta, finish = {"role": "assistant", "tool_calls": [call]}, "tool_calls"
                 chunks = [
-                    {
-                        **chunk,
-                        "choices": [
-                            {"index": 0, "delta": {"role": "assistant", "content": "ok"}, "finish_reason": None}
-                        ],
-                    },
-                    {
-                        **chunk,
-                        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
-                    },
+                    {**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+                    {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}], "usage": usage},
                 ]
                 if body.get("stream"):
                     data = ("".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n").encode()
@@ -101,7 +107,8 @@ def project(daemon: Daemon, fake: FakeChat) -> tuple[Path, str]:
         "options": {"baseURL": fake.url, "apiKey": "not-a-key"},
         "models": {"m": {"name": "m"}},
     }
-    (root / "opencode.json").write_text(json.dumps({"provider": {"fake": provider}, "model": "fake/m"}))
+    config = {"provider": {"fake": provider}, "model": "fake/m", "permission": {"bash": "allow"}}
+    (root / "opencode.json").write_text(json.dumps(config))
     return root, ws
 
 
@@ -149,3 +156,11 @@ def test_a_killed_daemon_never_breaks_a_turn(daemon: Daemon, project: tuple[Path
     done = opencode(daemon, root, "still there?")
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
     assert "KQZ" not in json.dumps(fake.bodies)
+
+
+def test_a_tool_call_is_observed(daemon: Daemon, project: tuple[Path, str], fake: FakeChat) -> None:
+    root, ws = project
+    fake.command = "echo KQZTOOLRAN"
+    done = opencode(daemon, root, "run a command")
+    assert done.returncode == 0 and "KQZTOOLRAN" in done.stdout + done.stderr, done.stderr[-2000:]  # the tool ran
+    assert "KQZTOOLRAN" in json.dumps(daemon.call("timeline", {"workspace": ws}), ensure_ascii=False)
