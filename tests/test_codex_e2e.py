@@ -26,15 +26,34 @@ MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
 class FakeResponses:
     def __init__(self) -> None:
         self.bodies: list[dict[str, Any]] = []
+        self.command = ""  # when set, the model answers a turn by running it (exec_command)
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
             def do_POST(self) -> None:
-                fake.bodies.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}"))
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                fake.bodies.append(body)
+                answered = any(i.get("type") == "function_call_output" for i in body.get("input", []))
                 text = {"type": "output_text", "text": "ok", "annotations": []}
-                item = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [text]}
+                item: dict[str, Any] = {
+                    "type": "message",
+                    "id": "msg_1",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [text],
+                }
+                if fake.command and not answered:  # the model runs a command
+                    arguments = json.dumps({"cmd": fake.command})
+                    item = {
+                        "type": "function_call",
+                        "id": "fc_1",
+                        "call_id": "call_1",
+                        "name": "exec_command",
+                        "arguments": arguments,
+                        "status": "completed",
+                    }
                 usage = {
                     "input_tokens": 5,
                     "output_tokens": 1,
@@ -45,18 +64,7 @@ class FakeResponses:
                 response = {"id": "resp_1", "object": "response", "output": []}
                 events = [
                     {"type": "response.created", "response": {**response, "status": "in_progress"}},
-                    {
-                        "type": "response.output_item.added",
-                        "output_index": 0,
-                        "item": {**item, "status": "in_progress", "content": []},
-                    },
-                    {
-                        "type": "response.output_text.delta",
-                        "item_id": "msg_1",
-                        "output_index": 0,
-                        "content_index": 0,
-                        "delta": "ok",
-                    },
+                    {"type": "response.output_item.added", "output_index": 0, "item": item},
                     {"type": "response.output_item.done", "output_index": 0, "item": item},
                     {
                         "type": "response.completed",
@@ -154,3 +162,13 @@ def test_a_killed_daemon_never_breaks_a_turn(
     done = codex(daemon, root, home, "still there?")
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
     assert "KQZ" not in json.dumps(fake.bodies)
+
+
+def test_a_command_the_model_runs_is_observed(
+    daemon: Daemon, project: tuple[Path, str, Path], fake: FakeResponses
+) -> None:
+    root, ws, home = project
+    fake.command = "echo KQZTOOLRAN"
+    done = codex(daemon, root, home, "run a command")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "KQZTOOLRAN" in json.dumps(daemon.call("timeline", {"workspace": ws}), ensure_ascii=False)
