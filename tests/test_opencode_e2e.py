@@ -26,7 +26,7 @@ MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
 class FakeChat:
     def __init__(self) -> None:
         self.bodies: list[dict[str, Any]] = []
-        self.command = ""  # when set, the model answers a turn that offers the bash tool by running it
+        self.call: tuple[str, dict[str, Any]] | None = None  # when set, the model calls this tool (when offered)
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -41,13 +41,13 @@ class FakeChat:
                 answered = any(m.get("role") == "tool" for m in body.get("messages", []))
                 delta: dict[str, Any] = {"role": "assistant", "content": "ok"}
                 finish = "stop"
-                if fake.command and "bash" in tools and not answered:  # the model runs a command
-                    arguments = json.dumps({"command": fake.command, "description": "run it"})
+                name, args = fake.call or ("", {})
+                if name in tools and not answered:  # the model calls the tool it was told to
                     call = {
                         "index": 0,
                         "id": "call_1",
                         "type": "function",
-                        "function": {"name": "bash", "arguments": arguments},
+                        "function": {"name": name, "arguments": json.dumps(args)},
                     }
                     delta, finish = {"role": "assistant", "tool_calls": [call]}, "tool_calls"
                 chunks = [
@@ -109,6 +109,11 @@ def project(daemon: Daemon, fake: FakeChat) -> tuple[Path, str]:
     }
     config = {"provider": {"fake": provider}, "model": "fake/m", "permission": {"bash": "allow"}}
     (root / "opencode.json").write_text(json.dumps(config))
+    env = {**daemon.env, "HOME": str(daemon.home / "opencode-home")}
+    done = subprocess.run(
+        [MEMORYCTL, "install", "opencode"], cwd=root, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr  # the MCP server, merged into the provider settings
     return root, ws
 
 
@@ -160,7 +165,22 @@ def test_a_killed_daemon_never_breaks_a_turn(daemon: Daemon, project: tuple[Path
 
 def test_a_tool_call_is_observed(daemon: Daemon, project: tuple[Path, str], fake: FakeChat) -> None:
     root, ws = project
-    fake.command = "echo KQZTOOLRAN"
+    fake.call = ("bash", {"command": "echo KQZTOOLRAN", "description": "run it"})
     done = opencode(daemon, root, "run a command")
     assert done.returncode == 0 and "KQZTOOLRAN" in done.stdout + done.stderr, done.stderr[-2000:]  # the tool ran
     assert "KQZTOOLRAN" in json.dumps(daemon.call("timeline", {"workspace": ws}), ensure_ascii=False)
+
+
+def test_a_decision_stored_through_mcp_is_recalled_next_session(
+    daemon: Daemon, project: tuple[Path, str], fake: FakeChat
+) -> None:
+    root, _ = project
+    fake.call = ("memoryd_memory_remember", {"text": "we chose ninja over make KQZDECIDED", "type": "decision"})
+    kept = opencode(daemon, root, "remember our build decision")
+    assert kept.returncode == 0, kept.stderr[-2000:]
+    assert any("KQZDECIDED" in p.read_text(encoding="utf-8") for p in (root / "memory").glob("20*.md"))
+    fake.call, fake.bodies = None, []
+    recalled = opencode(daemon, root, "which build tool did we pick, ninja or make?")
+    assert recalled.returncode == 0, recalled.stderr[-2000:]
+    turns = [b for b in fake.bodies if "which build tool" in json.dumps(b)]
+    assert turns and "KQZDECIDED" in json.dumps(turns[-1], ensure_ascii=False)
