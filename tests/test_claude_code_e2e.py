@@ -140,6 +140,7 @@ def claude(d: Daemon, fake: FakeMessages, cwd: Path, *args: str) -> subprocess.C
     env = {
         **d.env,
         "HOME": str(d.home),
+        "MEMORYCTL": MEMORYCTL,  # for the plugin's launchers (a user's memoryctl is on PATH or in ~/.local/bin)
         "ANTHROPIC_BASE_URL": fake.url,
         "ANTHROPIC_API_KEY": "sk-ant-test-not-a-key",
         "DISABLE_AUTOUPDATER": "1",
@@ -147,7 +148,14 @@ def claude(d: Daemon, fake: FakeMessages, cwd: Path, *args: str) -> subprocess.C
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "npm_config_update_notifier": "false",
     }
-    command = [npx, "-y", "--cache", str(ROOT / ".venv" / "npm-cache"), CLAUDE_CODE, "-p", *args]
+    command = [
+        npx,
+        "-y",
+        "--cache",
+        str(ROOT / ".venv" / "npm-cache"),
+        CLAUDE_CODE,
+        *(args if args == ("--version",) else ("-p", *args)),
+    ]
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     if done.returncode != 0 and "ENOTFOUND" in done.stderr:
         pytest.skip(f"the npm registry is not reachable: {done.stderr[-300:]}")
@@ -233,3 +241,30 @@ def test_a_killed_daemon_never_breaks_a_turn(daemon: Daemon, project: tuple[Path
     turn = claude(daemon, fake, root, "still there?")
     assert turn.returncode == 0 and "ok" in turn.stdout, turn.stderr[-2000:]
     assert "KQZ" not in fake.text(0)  # nothing injected, nothing broken
+
+
+def test_the_plugin_installed_from_the_marketplace_gives_memory(daemon: Daemon, fake: FakeMessages) -> None:
+    root = short_tmp("cp")
+    (root / ".git").mkdir()
+    ws = daemon.call("workspace.add", {"path": str(root)})["workspace_id"]
+    (root / "memory" / "MEMORY.md").write_text("## Devices\n- KX-200 bench 3 KQZSTABLE\n", encoding="utf-8")
+    daemon.call("remember", {"workspace": ws, "type": "decision", "text": "UART needs RTS/CTS above 115200 KQZRECALL"})
+    for step in (["plugin", "marketplace", "add", str(ROOT)], ["plugin", "install", "memoryd@memoryd"]):
+        done = _claude_cli(daemon, fake, root, *step)
+        assert done.returncode == 0, done.stdout + done.stderr
+    done = claude(daemon, fake, root, "what about the UART RTS/CTS?")
+    assert done.returncode == 0, done.stderr[-2000:]
+    body = fake.text(len(fake.bodies) - 1)
+    assert body.count("KQZSTABLE") == 1 and "KQZRECALL" in body  # the plugin's hooks, through its launcher
+    tools = {t["name"] for t in fake.bodies[-1].get("tools", [])}
+    assert "mcp__plugin_memoryd_memoryd__memory_search" in tools  # and its MCP server, started in time
+
+
+def _claude_cli(d: Daemon, fake: FakeMessages, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Claude Code's own subcommands (plugin …), with the environment of `claude`."""
+    npx = shutil.which("npx")
+    if npx is None:
+        pytest.skip("npx is not installed: Claude Code cannot run here")
+    env = {**d.env, "HOME": str(d.home), "DISABLE_AUTOUPDATER": "1", "npm_config_update_notifier": "false"}
+    command = [npx, "-y", "--cache", str(ROOT / ".venv" / "npm-cache"), CLAUDE_CODE, *args]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
