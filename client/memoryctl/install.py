@@ -48,7 +48,7 @@ def memoryctl_path() -> str:
         return str(Path(found).absolute())
     raise InstallError(
         "cannot find the memoryctl executable to point the host at",
-        "Install it where hosts can run it: pipx install 'memoryd[semantic,mcp]' (or uv tool install), then run "
+        "Install it where hosts can run it: pipx install '.[semantic,mcp]' in a memoryd clone, then run "
         "`memoryctl install …` again.",
     )
 
