@@ -48,7 +48,8 @@ def test_every_hook_and_server_runs_a_script_of_the_plugin() -> None:
     for event, groups in hooks.items():
         for group in groups:
             for hook in group["hooks"]:
-                assert hook["command"] == f'"${{CLAUDE_PLUGIN_ROOT}}/bin/memoryd-hook" claude {event}'
+                # exec form: no shell, so a plugin root with spaces or quotes in its path needs no quoting
+                assert (hook["command"], hook["args"]) == ("${CLAUDE_PLUGIN_ROOT}/bin/memoryd-hook", ["claude", event])
     assert all("${CLAUDE_PLUGIN_ROOT}" in c for c in commands)
     server = json.loads((PLUGIN / ".mcp.json").read_text())["mcpServers"]["memoryd"]
     for script in ("memoryd-hook", Path(server["command"]).name):
