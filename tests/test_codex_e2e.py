@@ -127,13 +127,18 @@ def project(daemon: Daemon, fake: FakeResponses) -> tuple[Path, str, Path]:
     return root, ws, home
 
 
-def codex(d: Daemon, cwd: Path, home: Path, prompt: str) -> subprocess.CompletedProcess[str]:
+def codex(d: Daemon, cwd: Path, home: Path, prompt: str, *, resume: bool = False) -> subprocess.CompletedProcess[str]:
     npx = shutil.which("npx")
     if npx is None:
         pytest.skip("npx is not installed: Codex cannot run here")
     env = {**d.env, "HOME": str(home), "FAKE_KEY": "not-a-key", "npm_config_update_notifier": "false"}
     command = [npx, "-y", "--cache", str(ROOT / ".venv" / "npm-cache"), "@openai/codex", "exec"]
-    command += ["--skip-git-repo-check", "--dangerously-bypass-hook-trust", prompt]
+    command += [
+        "--skip-git-repo-check",
+        "--dangerously-bypass-hook-trust",
+        *(["resume", "--last"] if resume else []),
+        prompt,
+    ]
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     if done.returncode != 0 and "ENOTFOUND" in done.stderr:
         pytest.skip(f"the npm registry is not reachable: {done.stderr[-300:]}")
@@ -150,6 +155,13 @@ def test_stable_and_recall_reach_the_model(
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-2000:]
     body = json.dumps(fake.bodies[-1], ensure_ascii=False)
     assert body.count("KQZSTABLE") == 1 and "KQZRECALL" in body
+
+    # memory changes; the session resumes: its block once (Codex replays it), the same bytes
+    (root / "memory" / "MEMORY.md").write_text("## Devices\n- changed since KQZNEWER\n", encoding="utf-8")
+    again = codex(daemon, root, home, "and the BOOT0 pin?", resume=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    body = json.dumps(fake.bodies[-1], ensure_ascii=False)
+    assert body.count("KQZSTABLE") == 1 and "KQZNEWER" not in body and "BOOT0" in body
 
 
 def test_a_killed_daemon_never_breaks_a_turn(

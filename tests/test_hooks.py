@@ -443,3 +443,38 @@ def test_a_lone_surrogate_in_the_prompt_never_breaks_the_output(daemon: Daemon, 
         daemon.env, "claude", "UserPromptSubmit", {"session_id": "s", "cwd": str(root), "prompt": "serial \ud800 baud"}
     )
     answer(out)  # exit 0; stdout empty or one JSON object
+
+
+def test_codex_resuming_a_session_gets_no_second_stable_block(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    """Codex replays the transcript on resume and keeps an identical second block: the hook gives none then."""
+    root, _ = workspace
+    (root / "memory" / "MEMORY.md").write_text("## Devices\n- KX-200 KQZRESUME\n", encoding="utf-8")
+    payload = {"session_id": "s-resume", "cwd": str(root), "hook_event_name": "SessionStart", "source": "startup"}
+    env = daemon.env
+    start = subprocess.run(
+        [sys.executable, "-m", "memoryctl", "hook", "codex", "SessionStart"],
+        input=json.dumps(payload),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert "KQZRESUME" in start.stdout
+    resumed = subprocess.run(
+        [sys.executable, "-m", "memoryctl", "hook", "codex", "SessionStart"],
+        input=json.dumps({**payload, "source": "resume"}),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (resumed.returncode, resumed.stdout) == (0, "")
+    claude = subprocess.run(  # Claude Code drops an identical block itself: it gets it, byte for byte
+        [sys.executable, "-m", "memoryctl", "hook", "claude", "SessionStart"],
+        input=json.dumps({**payload, "source": "resume"}),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert claude.stdout == start.stdout

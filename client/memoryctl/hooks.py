@@ -187,6 +187,10 @@ def run(
     session_id = session if isinstance(session, str) and 0 < len(session) <= 4096 else None
 
     if event == "SessionStart":
+        if host == "codex" and payload.get("source") == "resume":
+            # Codex replays the session's transcript, the block from its start included, and does not drop an
+            # identical second one (Claude Code does): emitting it again would send it twice (measured, 0.169)
+            return None
         params: dict[str, Any] = {"workspace": cwd, "budget_chars": CONTEXT_MAX_CHARS}
         if session_id:
             params["session_id"] = session_id
