@@ -26,7 +26,7 @@ MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
 class FakeResponses:
     def __init__(self) -> None:
         self.bodies: list[dict[str, Any]] = []
-        self.command = ""  # when set, the model answers a turn by running it (exec_command)
+        self.call: dict[str, Any] | None = None  # when set, the model answers a turn by calling this tool
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -44,16 +44,9 @@ class FakeResponses:
                     "status": "completed",
                     "content": [text],
                 }
-                if fake.command and not answered:  # the model runs a command
-                    arguments = json.dumps({"cmd": fake.command})
-                    item = {
-                        "type": "function_call",
-                        "id": "fc_1",
-                        "call_id": "call_1",
-                        "name": "exec_command",
-                        "arguments": arguments,
-                        "status": "completed",
-                    }
+                if fake.call and not answered:  # the model calls a tool: {name, arguments, namespace?}
+                    item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "status": "completed"}
+                    item.update({**fake.call, "arguments": json.dumps(fake.call["arguments"])})
                 usage = {
                     "input_tokens": 5,
                     "output_tokens": 1,
@@ -180,7 +173,24 @@ def test_a_command_the_model_runs_is_observed(
     daemon: Daemon, project: tuple[Path, str, Path], fake: FakeResponses
 ) -> None:
     root, ws, home = project
-    fake.command = "echo KQZTOOLRAN"
+    fake.call = {"name": "exec_command", "arguments": {"cmd": "echo KQZTOOLRAN"}}
     done = codex(daemon, root, home, "run a command")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "KQZTOOLRAN" in json.dumps(daemon.call("timeline", {"workspace": ws}), ensure_ascii=False)
+
+
+def test_a_decision_stored_through_mcp_is_recalled_next_session(
+    daemon: Daemon, project: tuple[Path, str, Path], fake: FakeResponses
+) -> None:
+    root, _, home = project
+    # Codex names an MCP server's tools inside a namespace; its MCP server gets the daemon's socket through the
+    # env_vars `memoryctl install codex` writes (Codex hands servers a trimmed environment)
+    remember = {"text": "we chose ninja over make KQZDECIDED", "type": "decision"}
+    fake.call = {"namespace": "mcp__memoryd", "name": "memory_remember", "arguments": remember}
+    kept = codex(daemon, root, home, "remember our build decision")
+    assert kept.returncode == 0, kept.stderr[-2000:]
+    assert any("KQZDECIDED" in p.read_text(encoding="utf-8") for p in (root / "memory").glob("20*.md"))
+    fake.call = None
+    recalled = codex(daemon, root, home, "which build tool did we pick, ninja or make?")
+    assert recalled.returncode == 0, recalled.stderr[-2000:]
+    assert "KQZDECIDED" in json.dumps(fake.bodies[-1], ensure_ascii=False)

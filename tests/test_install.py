@@ -95,6 +95,8 @@ def test_codex_config_block_and_codex_reads_it(project: tuple[Path, Path]) -> No
         "mcp"
     ]
     assert "other" in servers
+    # Codex hands MCP servers a trimmed environment: what finds the daemon's socket is forwarded
+    assert {"MEMORYD_HOME", "XDG_RUNTIME_DIR"} <= set(servers["memoryd"]["transport"]["env_vars"])
 
 
 def test_opencode_config_and_opencode_connects(project: tuple[Path, Path]) -> None:

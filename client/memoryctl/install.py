@@ -27,6 +27,7 @@ HOOK_EVENTS = (
     "SessionEnd",
 )
 TIMEOUTS = {"SessionStart": 5, "UserPromptSubmit": 3, "Stop": 3, "PreCompact": 3, "SessionEnd": 3}
+FORWARDED_ENV = ("MEMORYD_HOME", "MEMORYD_SOCKET", "XDG_RUNTIME_DIR", "XDG_STATE_HOME", "XDG_CONFIG_HOME")
 TOML_BEGIN = "# >>> memoryd (memoryctl install codex) >>>"
 TOML_END = "# <<< memoryd <<<"
 
@@ -128,6 +129,9 @@ def _with_toml_block(text: str, exe: str) -> str:
             "[mcp_servers.memoryd]",
             f"command = {json.dumps(exe)}",
             'args = ["mcp"]',
+            # Codex hands MCP servers a trimmed environment: forward what memoryctl finds the daemon's socket by
+            # (without XDG_RUNTIME_DIR it would look in another place and start a second daemon)
+            "env_vars = " + json.dumps(list(FORWARDED_ENV)),
             "startup_timeout_sec = 20",
             # memory tools read and append; forget and compile_apply change files but are reversible (restore)
             'default_tools_approval_mode = "approve"',
