@@ -117,7 +117,7 @@ def project(daemon: Daemon, fake: FakeChat) -> tuple[Path, str]:
     return root, ws
 
 
-def opencode(d: Daemon, cwd: Path, prompt: str) -> subprocess.CompletedProcess[str]:
+def opencode(d: Daemon, cwd: Path, prompt: str, *extra: str) -> subprocess.CompletedProcess[str]:
     npx = shutil.which("npx")
     if npx is None:
         pytest.skip("npx is not installed: OpenCode cannot run here")
@@ -129,7 +129,7 @@ def opencode(d: Daemon, cwd: Path, prompt: str) -> subprocess.CompletedProcess[s
         "MEMORYCTL": MEMORYCTL,
         "npm_config_update_notifier": "false",
     }
-    command = [npx, "-y", "--cache", str(ROOT / ".venv" / "npm-cache"), "opencode-ai@1", "run", prompt]
+    command = [npx, "-y", "--cache", str(ROOT / ".venv" / "npm-cache"), "opencode-ai@1", "run", *extra, prompt]
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     if done.returncode != 0 and "ENOTFOUND" in done.stderr:
         pytest.skip(f"the npm registry is not reachable: {done.stderr[-300:]}")
@@ -151,6 +151,14 @@ def test_stable_in_the_system_prompt_and_recall_in_the_turn(
     user = " ".join(json.dumps(m, ensure_ascii=False) for m in messages if m["role"] == "user")
     assert "KQZSTABLE" in system and system.count("KQZSTABLE") == 1
     assert "KQZRECALL" in user
+
+    # memory changes; the session continues in a new process: the same stable bytes (the daemon's snapshot)
+    (root / "memory" / "MEMORY.md").write_text("## Devices\n- changed since KQZNEWER\n", encoding="utf-8")
+    again = opencode(daemon, root, "and the BOOT0 pin?", "--continue")
+    assert again.returncode == 0, again.stderr[-2000:]
+    turns = [b for b in fake.bodies if "BOOT0" in json.dumps(b, ensure_ascii=False)]
+    system = " ".join(json.dumps(m, ensure_ascii=False) for m in turns[-1]["messages"] if m["role"] == "system")
+    assert system.count("KQZSTABLE") == 1 and "KQZNEWER" not in system
 
 
 def test_a_killed_daemon_never_breaks_a_turn(daemon: Daemon, project: tuple[Path, str], fake: FakeChat) -> None:
