@@ -16,16 +16,15 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT, Daemon, short_tmp
+from tests.fake_api import FakeAPI, sse
 
 MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
 CLAUDE_CODE = "@anthropic-ai/claude-code@2"
@@ -33,84 +32,51 @@ CLAUDE_CODE = "@anthropic-ai/claude-code@2"
 Script = Callable[[dict[str, Any]], list[dict[str, Any]]]  # a request body → the assistant's content blocks
 
 
-class FakeMessages:
-    """POST /v1/messages: answers with the content blocks ``script`` gives for the request (streamed or not);
-    keeps every body."""
+class FakeMessages(FakeAPI):
+    """POST /v1/messages: answers with the content blocks ``script`` gives for the request (streamed or not)."""
 
     def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
+        super().__init__()
         self.script: Script = lambda body: [{"type": "text", "text": "ok"}]
-        fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-                if "count_tokens" in self.path or not self.path.startswith("/v1/messages"):
-                    return self._send("application/json", json.dumps({"input_tokens": 10}).encode())
-                fake.bodies.append(body)
-                blocks = fake.script(body)
-                stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
-                message = {
-                    "id": f"msg_{len(fake.bodies)}",
-                    "type": "message",
-                    "role": "assistant",
-                    "model": body.get("model", "claude"),
-                    "content": [],
-                    "stop_reason": None,
-                    "stop_sequence": None,
-                    "usage": {"input_tokens": 10, "output_tokens": 1},
-                }
-                if not body.get("stream"):
-                    done = {**message, "content": blocks, "stop_reason": stop}
-                    return self._send("application/json", json.dumps(done).encode())
-                events = [("message_start", {"type": "message_start", "message": message})]
-                for n, block in enumerate(blocks):
-                    if block["type"] == "text":
-                        start, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": block["text"]}
-                    else:
-                        start = {**block, "input": {}}
-                        delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-                    events += [
-                        ("content_block_start", {"type": "content_block_start", "index": n, "content_block": start}),
-                        ("content_block_delta", {"type": "content_block_delta", "index": n, "delta": delta}),
-                        ("content_block_stop", {"type": "content_block_stop", "index": n}),
-                    ]
-                events += [
-                    (
-                        "message_delta",
-                        {
-                            "type": "message_delta",
-                            "delta": {"stop_reason": stop, "stop_sequence": None},
-                            "usage": {"output_tokens": 1},
-                        },
-                    ),
-                    ("message_stop", {"type": "message_stop"}),
-                ]
-                data = "".join(f"event: {e}\ndata: {json.dumps(d)}\n\n" for e, d in events).encode()
-                self._send("text/event-stream", data)
-
-            def _send(self, kind: str, data: bytes) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def text(self, n: int) -> str:
-        return json.dumps(self.bodies[n], ensure_ascii=False)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def answer(self, path: str, body: dict[str, Any]) -> tuple[str, bytes]:
+        if "count_tokens" in path or not path.startswith("/v1/messages"):
+            return "application/json", json.dumps({"input_tokens": 10}).encode()
+        self.bodies.append(body)
+        blocks = self.script(body)
+        stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+        message = {
+            "id": f"msg_{len(self.bodies)}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "claude"),
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 1},
+        }
+        if not body.get("stream"):
+            return "application/json", json.dumps({**message, "content": blocks, "stop_reason": stop}).encode()
+        events: list[tuple[str | None, dict[str, Any]]] = [
+            ("message_start", {"type": "message_start", "message": message})
+        ]
+        for n, block in enumerate(blocks):
+            if block["type"] == "text":
+                start, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": block["text"]}
+            else:
+                start = {**block, "input": {}}
+                delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            events += [
+                ("content_block_start", {"type": "content_block_start", "index": n, "content_block": start}),
+                ("content_block_delta", {"type": "content_block_delta", "index": n, "delta": delta}),
+                ("content_block_stop", {"type": "content_block_stop", "index": n}),
+            ]
+        done = {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop, "stop_sequence": None},
+            "usage": {"output_tokens": 1},
+        }
+        return sse([*events, ("message_delta", done), ("message_stop", {"type": "message_stop"})])
 
 
 @pytest.fixture

@@ -10,85 +10,57 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT, Daemon, short_tmp
+from tests.fake_api import FakeAPI, sse
 
 MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
 
 
-class FakeResponses:
+class FakeResponses(FakeAPI):
+    """POST /v1/responses: a message "ok", or a call of the tool in ``call``: {name, arguments, namespace?}."""
+
     def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        self.call: dict[str, Any] | None = None  # when set, the model answers a turn by calling this tool
-        fake = self
+        super().__init__("/v1")
+        self.call: dict[str, Any] | None = None
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-                fake.bodies.append(body)
-                answered = any(i.get("type") == "function_call_output" for i in body.get("input", []))
-                text = {"type": "output_text", "text": "ok", "annotations": []}
-                item: dict[str, Any] = {
-                    "type": "message",
-                    "id": "msg_1",
-                    "role": "assistant",
-                    "status": "completed",
-                    "content": [text],
-                }
-                if fake.call and not answered:  # the model calls a tool: {name, arguments, namespace?}
-                    item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "status": "completed"}
-                    item.update({**fake.call, "arguments": json.dumps(fake.call["arguments"])})
-                usage = {
-                    "input_tokens": 5,
-                    "output_tokens": 1,
-                    "total_tokens": 6,
-                    "input_tokens_details": {"cached_tokens": 0},
-                    "output_tokens_details": {"reasoning_tokens": 0},
-                }
-                response = {"id": "resp_1", "object": "response", "output": []}
-                events = [
-                    {"type": "response.created", "response": {**response, "status": "in_progress"}},
-                    {"type": "response.output_item.added", "output_index": 0, "item": item},
-                    {"type": "response.output_item.done", "output_index": 0, "item": item},
-                    {
-                        "type": "response.completed",
-                        "response": {**response, "status": "completed", "output": [item], "usage": usage},
-                    },
-                ]
-                data = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                data = json.dumps({"data": [], "models": []}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def answer(self, path: str, body: dict[str, Any]) -> tuple[str, bytes]:
+        self.bodies.append(body)
+        answered = any(i.get("type") == "function_call_output" for i in body.get("input", []))
+        text = {"type": "output_text", "text": "ok", "annotations": []}
+        item: dict[str, Any] = {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [text],
+        }
+        if self.call and not answered:
+            item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "status": "completed"}
+            item.update({**self.call, "arguments": json.dumps(self.call["arguments"])})
+        usage = {
+            "input_tokens": 5,
+            "output_tokens": 1,
+            "total_tokens": 6,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        }
+        response = {"id": "resp_1", "object": "response", "output": []}
+        events = [
+            {"type": "response.created", "response": {**response, "status": "in_progress"}},
+            {"type": "response.output_item.added", "output_index": 0, "item": item},
+            {"type": "response.output_item.done", "output_index": 0, "item": item},
+            {
+                "type": "response.completed",
+                "response": {**response, "status": "completed", "output": [item], "usage": usage},
+            },
+        ]
+        return sse([(e["type"], e) for e in events])
 
 
 @pytest.fixture

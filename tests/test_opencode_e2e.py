@@ -10,81 +10,56 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT, Daemon, short_tmp
+from tests.fake_api import FakeAPI, sse
 
 MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
 
 
-class FakeChat:
+class FakeChat(FakeAPI):
+    """POST /v1/chat/completions: "ok", or a call of the tool in ``call`` (name, arguments) when it is offered."""
+
     def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        self.call: tuple[str, dict[str, Any]] | None = None  # when set, the model calls this tool (when offered)
-        fake = self
+        super().__init__("/v1")
+        self.call: tuple[str, dict[str, Any]] | None = None
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-                fake.bodies.append(body)
-                chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
-                usage = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
-                tools = {t["function"]["name"] for t in body.get("tools", [])}
-                answered = any(m.get("role") == "tool" for m in body.get("messages", []))
-                delta: dict[str, Any] = {"role": "assistant", "content": "ok"}
-                finish = "stop"
-                name, args = fake.call or ("", {})
-                if name in tools and not answered:  # the model calls the tool it was told to
-                    call = {
-                        "index": 0,
-                        "id": "call_1",
-                        "type": "function",
-                        "function": {"name": name, "arguments": json.dumps(args)},
-                    }
-                    delta, finish = {"role": "assistant", "tool_calls": [call]}, "tool_calls"
-                chunks = [
-                    {**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-                    {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}], "usage": usage},
-                ]
-                if body.get("stream"):
-                    data = ("".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n").encode()
-                    return self._send("text/event-stream", data)
-                message = {"role": "assistant", "content": "ok"}
-                done = {
-                    **chunk,
-                    "object": "chat.completion",
-                    "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                }
-                self._send("application/json", json.dumps(done).encode())
-
-            def do_GET(self) -> None:
-                self._send("application/json", json.dumps({"data": [{"id": "m", "object": "model"}]}).encode())
-
-            def _send(self, kind: str, data: bytes) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def answer(self, path: str, body: dict[str, Any]) -> tuple[str, bytes]:
+        self.bodies.append(body)
+        chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+        usage = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
+        tools = {t["function"]["name"] for t in body.get("tools", [])}
+        answered = any(m.get("role") == "tool" for m in body.get("messages", []))
+        delta: dict[str, Any] = {"role": "assistant", "content": "ok"}
+        finish = "stop"
+        name, args = self.call or ("", {})
+        if name in tools and not answered:
+            call = {
+                "index": 0,
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+            delta, finish = {"role": "assistant", "tool_calls": [call]}, "tool_calls"
+        if not body.get("stream"):
+            message = {"role": "assistant", "content": "ok"}
+            done = {
+                **chunk,
+                "object": "chat.completion",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            }
+            return "application/json", json.dumps(done).encode()
+        chunks = [
+            {**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+            {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}], "usage": usage},
+        ]
+        kind, data = sse([(None, c) for c in chunks])
+        return kind, data + b"data: [DONE]\n\n"
 
 
 @pytest.fixture
