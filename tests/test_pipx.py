@@ -1,4 +1,4 @@
-"""`pipx install` of the package is the documented way to get memoryctl on PATH for hosts that run it without a
+"""`pipx install` (or `uv tool install`) of the package is the documented way to get memoryctl on PATH for hosts that run it without a
 virtualenv: the package installs as a tool from this checkout, its memoryctl runs, and `memoryctl install` points the
 host at that memoryctl's absolute path."""
 
@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +49,31 @@ def test_pipx_install_gives_a_memoryctl_that_configures_a_host() -> None:
     server = files[str(project / ".mcp.json")]["mcpServers"]["memoryd"]
     assert server["args"] == ["mcp"] and server["command"].startswith(str(home / "pipx"))  # pipx's own venv
     assert os.access(server["command"], os.X_OK)
+
+
+def test_uv_tool_install_gives_a_memoryctl_on_its_own() -> None:
+    uv = Path(sys.executable).parent / "uv"
+    if not uv.exists():
+        pytest.skip("uv is in the dev extra (make test installs it)")
+    home = short_tmp("uv")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "UV_"))},
+        "UV_TOOL_DIR": str(home / "tools"),
+        "UV_TOOL_BIN_DIR": str(home / "bin"),
+        "UV_PYTHON_DOWNLOADS": "never",
+        "HOME": str(home),
+    }
+    done = subprocess.run(
+        [str(uv), "tool", "install", "--python", sys.executable, str(ROOT)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if done.returncode != 0 and ("dns error" in done.stderr or "Failed to fetch" in done.stderr):
+        pytest.skip(f"the package registry is not reachable: {done.stderr[-300:]}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    version = subprocess.run(
+        [str(home / "bin" / "memoryctl"), "--version"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert version.returncode == 0 and version.stdout.startswith("memoryctl"), version.stderr
