@@ -376,3 +376,17 @@ def test_a_forgotten_entry_is_not_found_by_meaning(started: list[Daemon], home: 
     for mode in ("vector", "hybrid"):
         hits = search(d, ws, "alpha bravo", mode=mode)["hits"]
         assert hits and not any("alpha" in h["snippet"] for h in hits), mode
+
+
+def test_an_endpoint_that_goes_away_degrades_the_search_not_fails_it(started: list[Daemon], home: Path) -> None:
+    endpoint_server = FakeEmbeddings(16)
+    try:
+        d = start(started, home, **endpoint(endpoint_server))
+        _, ws = add_workspace(d, [README_NOTE, "alpha bravo charlie"])
+        embedded(d, ws, total=2)
+    finally:
+        endpoint_server.close()  # the local embedding server is stopped: a query can no longer be embedded
+    result = search(d, ws, "ERR_UART_TIMEOUT_0x3F")
+    assert result["mode"] == "bm25" and result["degraded"]["reason"] == "vector_search_failed"
+    assert "ERR_UART_TIMEOUT_0x3F" in result["hits"][0]["snippet"]
+    assert '"vector_search_failed"' in d.log.read_text()

@@ -338,10 +338,14 @@ class NotesService:
 
         # Everything but the RPC itself runs in a worker thread (query parsing, SQLite, embedding, snippets):
         # searches of one workspace then run side by side, each on its own read connection.
-        def run() -> tuple[list[api.SearchHit] | None, str | None]:  # (None: failed, why the file needs a rebuild)
+        # (hits, or None: the index file failed; why it needs a rebuild; why the meaning side failed)
+        def run() -> tuple[list[api.SearchHit] | None, str | None, str | None]:
             parsed = textindex.parse_query(query)
-            hide = self._hidden(notes)  # forgotten entries: kept in the files, left out of answers
             lexical: list[_Candidate] = []
+            try:
+                hide = self._hidden(notes)  # forgotten entries: kept in the files, left out of answers
+            except IndexCorrupted as exc:
+                return None, exc.reason, None
             if used != "vector" and parsed.terms:
                 try:
                     match = textindex.join_terms(notes.index.prune(parsed.terms))
@@ -349,16 +353,21 @@ class NotesService:
                     if hide:
                         found = [h for h in found if (h.path, h.start_line) not in hide][:limit]
                 except IndexCorrupted as exc:
-                    return None, exc.reason
+                    return None, exc.reason, None
                 except Exception:
                     problem = notes.index.check_file()  # truncated, replaced: what failed is the file
                     if problem is None:
                         raise
-                    return None, problem
+                    return None, problem, None
                 lexical = self._lexical(found, parsed.words, set(parsed.idents), candidates)
             semantic: list[_Candidate] = []
+            vector_error = None
             if used != "bm25":
-                near = self.semantic.nearest(ws.id, query, candidates + min(len(hide), candidates))
+                try:
+                    near = self.semantic.nearest(ws.id, query, candidates + min(len(hide), candidates))
+                except Exception as exc:  # the vector file or the model failed: words still answer
+                    vector_error = type(exc).__name__
+                    near = []
                 near = [h for h in near if (h.path, h.section_start) not in hide][:candidates]
                 semantic = [_from_vector(h, parsed.words[: textindex.MAX_TERMS]) for h in near]
             if used == "hybrid":
@@ -366,10 +375,10 @@ class NotesService:
             else:
                 chosen = (semantic or lexical)[:limit]
             hits = [c.hit(ws.id, snippet_max_chars) for c in chosen]
-            return hits, notes.index.check_file(header=False)  # a stat: deleted or replaced under us?
+            return hits, notes.index.check_file(header=False), vector_error  # a stat: deleted or replaced?
 
         try:
-            hits, problem = await self._search_threads.run(run)
+            hits, problem, vector_error = await self._search_threads.run(run)
         except Exception as exc:  # the error's type only: SQLite's messages can quote the query
             log.error("search_failed", workspace_id=ws.id, error=type(exc).__name__)
             raise AppError("MEMORY_SEARCH_FAILED") from exc
@@ -380,6 +389,14 @@ class NotesService:
                 "MEMORY_INDEX_CORRUPTED",
                 "The index file is damaged or gone; it is being rebuilt from the Markdown files",
                 hint="Search again in a moment; `memoryctl status` shows when the rebuild is done.",
+            )
+        if vector_error is not None:
+            log.warning("vector_search_failed", workspace_id=ws.id, error=vector_error)
+            used = "bm25" if used == "hybrid" else used
+            degraded = Degraded(
+                "vector_search_failed",
+                "The vector index could not be read; run `memoryctl index --rebuild-vectors` if it keeps failing.",
+                vector_error,
             )
         if degraded is None and used != "bm25":
             embedded, total = self.semantic.coverage(ws.id)
