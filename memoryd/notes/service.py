@@ -338,6 +338,9 @@ class NotesService:
 
         # Everything but the RPC itself runs in a worker thread (query parsing, SQLite, embedding, snippets):
         # searches of one workspace then run side by side, each on its own read connection.
+        reported = sorted(notes.pending)
+        behind = list(reported)  # what is still to index, of what the watcher reported (worked out in run)
+
         # (hits, or None: the index file failed; why it needs a rebuild; why the meaning side failed)
         def run() -> tuple[list[api.SearchHit] | None, str | None, str | None]:
             parsed = textindex.parse_query(query)
@@ -375,6 +378,8 @@ class NotesService:
             else:
                 chosen = (semantic or lexical)[:limit]
             hits = [c.hit(ws.id, snippet_max_chars) for c in chosen]
+            # a reported file the index already holds as it is now (remember's own write) is not pending
+            behind[:] = [rel for rel in reported[:20] if not notes.index.is_current(rel)] + reported[20:]
             return hits, notes.index.check_file(header=False), vector_error  # a stat: deleted or replaced?
 
         try:
@@ -408,7 +413,7 @@ class NotesService:
                 )
         if degraded is not None and degraded.reason != "vectors_behind":
             log.info("search_degraded", workspace_id=ws.id, reason=degraded.reason, mode=wanted)
-        pending = sorted(notes.pending)
+        pending = behind
         return api.WorkspaceHits(
             hits=hits,
             stale=bool(pending) or notes.full_rescan,

@@ -538,6 +538,20 @@ class NoteIndex:
             for path, start, end, heading, text, rank in rows
         ]
 
+    def is_current(self, rel: str) -> bool:
+        """Whether the index holds ``rel`` as the file is now (its mtime and size), or holds nothing of a file that
+        is gone: a change the watcher reports after the index took it in (remember's own write) is not pending."""
+        try:
+            info = os.stat(self.root / rel)
+            now: tuple[int, int] | None = (info.st_mtime_ns, info.st_size)
+        except OSError:
+            now = None
+        with self._reading() as reader:
+            if reader is None:
+                return False
+            row = reader.execute("SELECT mtime_ns, size FROM documents WHERE path = ?", (rel,)).fetchone()
+        return (None if row is None else (int(row[0]), int(row[1]))) == now
+
     def documents(self) -> dict[str, str]:
         """path → sha256 of every indexed file."""
         with self._reading() as reader:
