@@ -136,9 +136,9 @@ class Semantic:
         self.poke()
 
     async def aclose(self) -> None:
-        await self._thread.close()  # the batch in flight is stored before the files close
-        for wv in self._by_id.values():
-            wv.index.close()
+        for wv in list(self._by_id.values()):  # in the worker thread, after the batch in flight is stored
+            await self._thread.run(wv.index.close)
+        await self._thread.close()
 
     async def run(self) -> None:
         """Load the provider, then embed whatever is behind, for as long as the daemon runs."""
