@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import pytest
 
 from tests.conftest import ROOT, Daemon, short_tmp
 from tests.fake_api import FakeAPI, sse
+from tests.hostcli import npx
 
 MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
 CLAUDE_CODE = "@anthropic-ai/claude-code@2"
@@ -100,32 +100,16 @@ def project(daemon: Daemon) -> tuple[Path, str]:
 
 
 def claude(d: Daemon, fake: FakeMessages, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    npx = shutil.which("npx")
-    if npx is None:
-        pytest.skip("npx is not installed: Claude Code cannot run here")
     env = {
         **d.env,
         "HOME": str(d.home),
         "MEMORYCTL": MEMORYCTL,  # for the plugin's launchers (a user's memoryctl is on PATH or in ~/.local/bin)
         "ANTHROPIC_BASE_URL": fake.url,
         "ANTHROPIC_API_KEY": "sk-ant-test-not-a-key",
-        "DISABLE_AUTOUPDATER": "1",
         "DISABLE_TELEMETRY": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "npm_config_update_notifier": "false",
     }
-    command = [
-        npx,
-        "-y",
-        "--cache",
-        str(ROOT / ".venv" / "npm-cache"),
-        CLAUDE_CODE,
-        *(args if args == ("--version",) else ("-p", *args)),
-    ]
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-    if done.returncode != 0 and "ENOTFOUND" in done.stderr:
-        pytest.skip(f"the npm registry is not reachable: {done.stderr[-300:]}")
-    return done
+    return npx(CLAUDE_CODE, "-p", *args, cwd=cwd, env=env, timeout=300)
 
 
 def test_stable_once_and_identical_after_resume_recall_per_prompt(
@@ -216,7 +200,7 @@ def test_the_plugin_installed_from_the_marketplace_gives_memory(daemon: Daemon, 
     (root / "memory" / "MEMORY.md").write_text("## Devices\n- KX-200 bench 3 KQZSTABLE\n", encoding="utf-8")
     daemon.call("remember", {"workspace": ws, "type": "decision", "text": "UART needs RTS/CTS above 115200 KQZRECALL"})
     for step in (["plugin", "marketplace", "add", str(ROOT)], ["plugin", "install", "memoryd@memoryd"]):
-        done = _claude_cli(daemon, fake, root, *step)
+        done = _claude_cli(daemon, root, *step)
         assert done.returncode == 0, done.stdout + done.stderr
     done = claude(daemon, fake, root, "what about the UART RTS/CTS?")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -226,11 +210,6 @@ def test_the_plugin_installed_from_the_marketplace_gives_memory(daemon: Daemon, 
     assert "mcp__plugin_memoryd_memoryd__memory_search" in tools  # and its MCP server, started in time
 
 
-def _claude_cli(d: Daemon, fake: FakeMessages, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Claude Code's own subcommands (plugin …), with the environment of `claude`."""
-    npx = shutil.which("npx")
-    if npx is None:
-        pytest.skip("npx is not installed: Claude Code cannot run here")
-    env = {**d.env, "HOME": str(d.home), "DISABLE_AUTOUPDATER": "1", "npm_config_update_notifier": "false"}
-    command = [npx, "-y", "--cache", str(ROOT / ".venv" / "npm-cache"), CLAUDE_CODE, *args]
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+def _claude_cli(d: Daemon, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Claude Code's own subcommands (plugin …), in the test's home."""
+    return npx(CLAUDE_CODE, *args, cwd=cwd, env={**d.env, "HOME": str(d.home)}, timeout=300)

@@ -6,7 +6,6 @@ reach the model, and with the daemon killed a turn still completes. (Codex runs 
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, Daemon, short_tmp
+from tests.conftest import Daemon, short_tmp
 from tests.fake_api import FakeAPI, sse
+from tests.hostcli import npx
 
 MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
 
@@ -93,21 +93,14 @@ def project(daemon: Daemon, fake: FakeResponses) -> tuple[Path, str, Path]:
 
 
 def codex(d: Daemon, cwd: Path, home: Path, prompt: str, *, resume: bool = False) -> subprocess.CompletedProcess[str]:
-    npx = shutil.which("npx")
-    if npx is None:
-        pytest.skip("npx is not installed: Codex cannot run here")
-    env = {**d.env, "HOME": str(home), "FAKE_KEY": "not-a-key", "npm_config_update_notifier": "false"}
-    command = [npx, "-y", "--cache", str(ROOT / ".venv" / "npm-cache"), "@openai/codex", "exec"]
-    command += [
+    env = {**d.env, "HOME": str(home), "FAKE_KEY": "not-a-key"}
+    args = [
+        "exec",
         "--skip-git-repo-check",
         "--dangerously-bypass-hook-trust",
         *(["resume", "--last"] if resume else []),
-        prompt,
     ]
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0 and "ENOTFOUND" in done.stderr:
-        pytest.skip(f"the npm registry is not reachable: {done.stderr[-300:]}")
-    return done
+    return npx("@openai/codex", *args, prompt, cwd=cwd, env=env)
 
 
 def test_stable_and_recall_reach_the_model(

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, short_tmp
+from tests.conftest import short_tmp
+from tests.hostcli import npx
 
 MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
 
@@ -24,21 +24,7 @@ def memoryctl(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[
 
 
 def host(package: str, *args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
-    npx = shutil.which("npx")
-    if npx is None:
-        pytest.skip(f"npx is not installed: {package} cannot run here")
-    env = {
-        **os.environ,
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "npm_config_update_notifier": "false",
-        "DISABLE_AUTOUPDATER": "1",
-    }
-    command = [npx, "-y", "--cache", str(ROOT / ".venv" / "npm-cache"), package, *args]
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0 and "ENOTFOUND" in done.stderr:
-        pytest.skip(f"the npm registry is not reachable: {done.stderr[-300:]}")
-    return done
+    return npx(package, *args, cwd=cwd, env={**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")})
 
 
 @pytest.fixture

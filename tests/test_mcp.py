@@ -115,30 +115,13 @@ async def test_a_daemon_that_is_down_is_a_tool_error(home: Path) -> None:
 def _inspector(d: Daemon, cwd: Path, *method: str) -> Any:
     """`npx @modelcontextprotocol/inspector --cli` against `memoryctl mcp`; its JSON answer."""
     import json
-    import shutil
-    import subprocess
 
-    npx = shutil.which("npx")
-    if npx is None:
-        pytest.skip("npx is not installed: the MCP Inspector cannot run here")
-    cache = Path(__file__).resolve().parent.parent / ".venv" / "npm-cache"
-    env_args = [
-        arg
-        for key in ("MEMORYD_HOME", "PYTHONPATH", "MEMORYD_EMBEDDING_PROVIDER")
-        for arg in ("-e", f"{key}={d.env[key]}")
-    ]
-    command = [npx, "-y", "--cache", str(cache), "@modelcontextprotocol/inspector@0", "--cli", *env_args]
-    command += ["--", sys.executable, "-m", "memoryctl", "mcp", "--method", *method]
-    done = subprocess.run(
-        command,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**d.env, "npm_config_update_notifier": "false"},
-    )
-    if done.returncode != 0 and "ENOTFOUND" in done.stderr + done.stdout:
-        pytest.skip(f"the npm registry is not reachable: {done.stderr[-300:]}")
+    from tests.hostcli import npx
+
+    keys = ("MEMORYD_HOME", "PYTHONPATH", "MEMORYD_EMBEDDING_PROVIDER")
+    env_args = [arg for key in keys for arg in ("-e", f"{key}={d.env[key]}")]
+    server = ["--", sys.executable, "-m", "memoryctl", "mcp", "--method", *method]
+    done = npx("@modelcontextprotocol/inspector@0", "--cli", *env_args, *server, cwd=cwd, env=d.env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
 

@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import ROOT, Daemon, short_tmp
 from tests.fake_api import FakeAPI, sse
+from tests.hostcli import npx
 
 MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
 
@@ -93,22 +94,9 @@ def project(daemon: Daemon, fake: FakeChat) -> tuple[Path, str]:
 
 
 def opencode(d: Daemon, cwd: Path, prompt: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    npx = shutil.which("npx")
-    if npx is None:
-        pytest.skip("npx is not installed: OpenCode cannot run here")
     home = d.home / "opencode-home"
-    env = {
-        **d.env,
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "MEMORYCTL": MEMORYCTL,
-        "npm_config_update_notifier": "false",
-    }
-    command = [npx, "-y", "--cache", str(ROOT / ".venv" / "npm-cache"), "opencode-ai@1", "run", *extra, prompt]
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0 and "ENOTFOUND" in done.stderr:
-        pytest.skip(f"the npm registry is not reachable: {done.stderr[-300:]}")
-    return done
+    env = {**d.env, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "MEMORYCTL": MEMORYCTL}
+    return npx("opencode-ai@1", "run", *extra, prompt, cwd=cwd, env=env)
 
 
 def test_stable_in_the_system_prompt_and_recall_in_the_turn(

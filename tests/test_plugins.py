@@ -13,26 +13,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, short_tmp
+from tests.hostcli import npx
 
 PLUGIN = ROOT / "plugins" / "memoryd"
 CLAUDE_CODE = "@anthropic-ai/claude-code@2"
 
 
 def _claude(*args: str) -> subprocess.CompletedProcess[str]:
-    npx = shutil.which("npx")
-    if npx is None:
-        pytest.skip("npx is not installed: Claude Code's CLI cannot run here")
-    cache = ROOT / ".venv" / "npm-cache"
-    done = subprocess.run(
-        [npx, "-y", "--cache", str(cache), CLAUDE_CODE, *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "npm_config_update_notifier": "false", "DISABLE_AUTOUPDATER": "1"},
-    )
-    if done.returncode != 0 and "ENOTFOUND" in done.stderr:
-        pytest.skip(f"the npm registry is not reachable: {done.stderr[-300:]}")
-    return done
+    return npx(CLAUDE_CODE, *args)
 
 
 @pytest.mark.parametrize("target", [ROOT, PLUGIN], ids=["marketplace", "plugin"])
@@ -75,21 +63,9 @@ def test_the_hook_script_fails_open_without_memoryctl() -> None:
 
 def test_codex_installs_the_plugin_from_the_repository_marketplace() -> None:
     home = short_tmp("cx")
-    env_home = {"HOME": str(home)}
 
     def codex(*args: str) -> subprocess.CompletedProcess[str]:
-        npx = shutil.which("npx")
-        if npx is None:
-            pytest.skip("npx is not installed: Codex cannot run here")
-        done = subprocess.run(
-            [npx, "-y", "--cache", str(ROOT / ".venv" / "npm-cache"), "@openai/codex", *args],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env={**os.environ, **env_home, "npm_config_update_notifier": "false"},
-        )
-        if done.returncode != 0 and "ENOTFOUND" in done.stderr:
-            pytest.skip(f"the npm registry is not reachable: {done.stderr[-300:]}")
+        done = npx("@openai/codex", *args, env={**os.environ, "HOME": str(home)})
         assert done.returncode == 0, done.stderr[-2000:]
         return done
 
