@@ -303,7 +303,7 @@ class VectorIndex:
             cells = cells or int(min(1024, max(16, round(count / CELL_SIZE))))
             sample = conn.execute(
                 "SELECT c.vector FROM units u JOIN cache c ON c.digest = u.digest WHERE u.embedded "
-                "ORDER BY random() LIMIT ?",
+                "ORDER BY u.digest LIMIT ?",  # a digest-ordered sample: spread, and the same every time
                 (cells * SAMPLE_PER_CELL,),
             ).fetchall()
             data = np.frombuffer(b"".join(bytes(v) for (v,) in sample), dtype="<f4").reshape(len(sample), -1)  # type: ignore[arg-type]
