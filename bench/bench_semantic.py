@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import apsw
 from common import Rpc, conditions, daemon, pct
 from corpus import generate
 
@@ -88,6 +89,7 @@ MODES = ("bm25", "vector", "hybrid")
 
 
 SETTINGS: dict[str, str] = {}  # daemon settings from --setting
+KEEP: Path | None = None  # --keep DIR
 
 
 def _daemon_env(provider: str) -> dict[str, str]:
@@ -176,9 +178,24 @@ def latency(provider: str, mb: float, rounds: int = 200) -> None:
                 print(f"  {mode:<7} search p50 {pct(times, 0.5):.2f} ms, p99 {pct(times, 0.99):.2f} ms")
             print(f"  daemon RSS with the model loaded: {rss} MB")
             _cell_recall(next(home.rglob("vectors.sqlite")), queries)
+            if KEEP:  # the passages and their vectors, for in-process experiments (bench_vector_scale.py --real)
+                _keep(next(home.rglob("vectors.sqlite")), KEEP / f"passages-{mb:g}mb.sqlite", queries)
             rpc.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _keep(source: Path, target: Path, queries: list[str]) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.unlink(missing_ok=True)
+    with apsw.Connection(str(target)) as conn:
+        conn.execute("ATTACH DATABASE ? AS src", (str(source),))
+        conn.execute(
+            "CREATE TABLE passages AS SELECT u.unit_id, u.text, u.digest, c.vector FROM src.units u "
+            "JOIN src.cache c ON c.digest = u.digest; CREATE TABLE queries(text TEXT)"
+        )
+        conn.executemany("INSERT INTO queries VALUES(?)", [(q,) for q in queries])
+    print(f"  passages and vectors kept in {target}")
 
 
 def _cell_recall(path: Path, queries: list[str]) -> None:
@@ -216,7 +233,10 @@ def main() -> None:
     parser.add_argument("--latency-mb", default="", help="corpus sizes for the latency runs, e.g. 2,50")
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE", help="a daemon setting")
+    parser.add_argument("--keep", type=Path, help="keep each latency corpus's passages and vectors in this directory")
     args = parser.parse_args()
+    global KEEP
+    KEEP = args.keep
     SETTINGS.update({f"MEMORYD_{k.upper()}": v for k, _, v in (x.partition("=") for x in args.setting)})
     print(f"# bench_semantic · {conditions()} · settings {args.setting}")
     if not args.skip_quality:
