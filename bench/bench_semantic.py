@@ -186,15 +186,33 @@ def latency(provider: str, mb: float, rounds: int = 200) -> None:
 
 
 def _keep(source: Path, target: Path, queries: list[str]) -> None:
+    """The passages with their vectors as float32 (int8 / scale) in a plain SQLite file, and the queries."""
+    import numpy as np
+
+    from memoryd.store.vectors import extension_path
+
     target.parent.mkdir(parents=True, exist_ok=True)
     target.unlink(missing_ok=True)
+    src = apsw.Connection(str(source), flags=apsw.SQLITE_OPEN_READONLY)
+    src.enable_load_extension(True)
+    src.load_extension(str(extension_path()))
+    meta = dict(src.execute("SELECT key, value FROM meta"))
+    scale = float(meta["int8_scale"])
+    rows = src.execute(
+        f"SELECT u.unit_id, u.text, u.digest, v.embedding FROM units u JOIN cache c ON c.digest = u.digest "
+        f"JOIN {meta['vec_table']} v ON v.rowid = c.vector_id"
+    )
     with apsw.Connection(str(target)) as conn:
-        conn.execute("ATTACH DATABASE ? AS src", (str(source),))
-        conn.execute(
-            "CREATE TABLE passages AS SELECT u.unit_id, u.text, u.digest, c.vector FROM src.units u "
-            "JOIN src.cache c ON c.digest = u.digest; CREATE TABLE queries(text TEXT)"
+        conn.execute("CREATE TABLE passages(unit_id, text, digest, vector); CREATE TABLE queries(text TEXT)")
+        conn.executemany(
+            "INSERT INTO passages VALUES(?, ?, ?, ?)",
+            (
+                (i, t, d, (np.frombuffer(bytes(v), dtype=np.int8).astype("<f4") / np.float32(scale)).tobytes())
+                for i, t, d, v in rows
+            ),
         )
         conn.executemany("INSERT INTO queries VALUES(?)", [(q,) for q in queries])
+    src.close()
     print(f"  passages and vectors kept in {target}")
 
 

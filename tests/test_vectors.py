@@ -50,7 +50,9 @@ def test_cells_answer_like_a_full_scan(index: VectorIndex, tmp_path: Path) -> No
     assert index.embedded == 3000 and index.probes() == 1
     queries = vectors(40, seed=2)
     exact = [nearest(index, q, 10) for q in queries]
-    assert exact[0] == [f"d{i}" for i in np.argsort(-(data @ queries[0]))[:10]]  # a full scan is exact
+    # a full scan is exact but for int8's rounding, which may swap near-ties
+    truth = [[f"d{i}" for i in np.argsort(-(data @ q))[:10]] for q in queries]
+    assert sum(len(set(e) & set(t)) for e, t in zip(exact, truth, strict=True)) / (10 * len(queries)) >= 0.95
 
     cells = index.train()
     assert cells == 16 and index.probes() == 6  # at least 16 cells, a quarter of them probed (at least 6)
@@ -95,3 +97,89 @@ def test_another_dimension_is_refused_not_overwritten(index: VectorIndex, tmp_pa
     assert info.value.reason == "vector_model_mismatch"
     other.open("test-model", DIM)
     assert other.embedded == 3  # nothing was lost
+
+
+def test_each_text_has_one_vector_and_orphans_are_pruned_when_many(index: VectorIndex) -> None:
+    data = vectors(1200)
+    fill(index, data)
+    # the same texts in a second file: embedded at once, no second vector
+    index.replace({"memory/2026-01-02.md": ("sha2", [unit(n, "memory/2026-01-02.md") for n in range(1200)])}, [])
+    assert (index.total, index.embedded, index.vectors) == (2400, 2400, 1200) and index.todo(5) == []
+    assert {h.path for h in index.search(data[7].tobytes(), 2)} == {"memory/2026-01-01.md", "memory/2026-01-02.md"}
+    index.replace({}, ["memory/2026-01-01.md"])
+    assert index.prune_cache() == 0  # every text still has a unit
+    index.replace({}, ["memory/2026-01-02.md"])
+    assert index.search(data[7].tobytes(), 5) == []  # an orphaned vector finds no unit
+    # a text that comes back before the orphans are many keeps its vector
+    index.replace({"memory/2026-01-03.md": ("sha3", [unit(7, "memory/2026-01-03.md")])}, [])
+    assert index.todo(5) == [] and index.search(data[7].tobytes(), 1)[0].path == "memory/2026-01-03.md"
+    assert index.prune_cache() == 1199 and index.vectors == 1  # 1,199 orphans of 1,200: forgotten
+    assert index.search(data[7].tobytes(), 1)[0].path == "memory/2026-01-03.md"
+    index.replace({"memory/2026-01-04.md": ("sha4", [unit(8, "memory/2026-01-04.md")])}, [])
+    assert [d for _, _, d in index.todo(5)] == ["d8"]  # forgotten: embedded again when it comes back
+
+
+V3_DDL = """
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE docs(path TEXT PRIMARY KEY, sha256 TEXT NOT NULL);
+CREATE TABLE units(unit_id INTEGER PRIMARY KEY, path TEXT NOT NULL, start_line INTEGER NOT NULL,
+  lines INTEGER NOT NULL, heading TEXT NOT NULL, section_start INTEGER NOT NULL, section_lines INTEGER NOT NULL,
+  text TEXT NOT NULL, digest TEXT NOT NULL, priority INTEGER NOT NULL, embedded INTEGER NOT NULL);
+CREATE INDEX units_path ON units(path);
+CREATE INDEX units_todo ON units(embedded, priority, unit_id);
+CREATE TABLE cache(digest TEXT PRIMARY KEY, vector BLOB NOT NULL);
+CREATE TABLE centroids(cell INTEGER PRIMARY KEY, vector BLOB NOT NULL);
+"""
+
+
+def test_a_schema_3_file_is_migrated_with_its_vectors(tmp_path: Path) -> None:
+    """A file written before int8 (schema 3: float32 vectors in vec0 by unit and again in the cache) opens as
+    schema 4 with every vector kept: nothing is embedded again."""
+    import apsw
+
+    path = tmp_path / "vectors.sqlite"
+    data = vectors(300)
+    conn = apsw.Connection(str(path))
+    conn.enable_load_extension(True)
+    conn.load_extension(str(extension_path()))
+    conn.execute(V3_DDL)
+    conn.execute(f"CREATE VIRTUAL TABLE units_vec USING vec0(cell INTEGER PARTITION KEY, embedding float[{DIM}])")
+    conn.executemany(
+        "INSERT INTO meta VALUES(?, ?)", [("schema_version", "3"), ("model", "test-model"), ("dimension", str(DIM))]
+    )
+    conn.execute("INSERT INTO docs VALUES('memory/2026-01-01.md', 'sha')")
+    for n in range(300):
+        u = unit(n)
+        embedded = n < 290  # ten still waiting for the model
+        conn.execute(
+            "INSERT INTO units VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                n + 1,
+                u.path,
+                u.start_line,
+                u.lines,
+                u.heading,
+                u.section_start,
+                u.section_lines,
+                u.text,
+                u.digest,
+                0,
+                embedded,
+            ),
+        )
+        if embedded:
+            conn.execute("INSERT INTO cache VALUES(?, ?)", (u.digest, data[n].tobytes()))
+            conn.execute("INSERT INTO units_vec(rowid, cell, embedding) VALUES(?, 0, ?)", (n + 1, data[n].tobytes()))
+    conn.close()
+
+    vi = VectorIndex(path, extension_path())
+    vi.open("test-model", DIM)
+    assert (vi.total, vi.embedded, vi.vectors) == (300, 290, 290)
+    assert sorted(d for _, _, d in vi.todo(20)) == sorted(f"d{n}" for n in range(290, 300))
+    assert vi.search(data[42].tobytes(), 1)[0].digest == "d42"
+    vi.close()
+    check = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    tables = {str(name) for (name,) in check.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "cache_v3" not in tables and "units_vec" not in tables
+    assert dict(check.execute("SELECT key, value FROM meta"))["schema_version"] == "4"
+    check.close()

@@ -2,11 +2,14 @@
 text index.
 
 Tables: ``units`` (a passage: path, lines, its section, its text and the text's digest, whether it is embedded,
-and a priority: long-term memory and the newest days first), ``units_vec`` (sqlite-vec ``vec0``, rowid = unit id,
-L2 distance between unit vectors: the order of cosine), ``cache`` (digest → vector: a text seen before is never embedded again, whether its file was
-re-chunked, the text index rebuilt, or a file renamed) and ``meta`` (the model and dimension the vectors were made
-with, and the schema version). The file is separate from the text index because a text-index rebuild swaps that
-file whole: vectors would be lost with it.
+and a priority: long-term memory and the newest days first), ``cache`` (a text's digest → its vector's id: a text
+seen before is never embedded again, whether its file was re-chunked, the text index rebuilt, or a file renamed),
+the vectors themselves in one sqlite-vec ``vec0`` table (rowid = vector id, one vector per distinct text, in the
+partition of its cell; int8 components — a quarter of float32's bytes, scanned faster — compared by L2, which
+orders unit vectors as cosine does), ``centroids`` (the cells) and ``meta`` (the model and dimension the vectors
+were made with, the int8 scale, which vec0 table is current, the schema version). Each vector is stored once: the
+vec0 table is the cache's store too. The file is separate from the text index because a text-index rebuild swaps
+that file whole: vectors would be lost with it.
 
 The extension is loaded by its file path into every connection (``import sqlite_vec`` costs ~350 ms with numpy
 installed; its location is found without importing it). One writer, the embedding worker thread; reads from any
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import itertools
 import os
 import threading
 from collections.abc import Iterable, Iterator
@@ -29,7 +33,7 @@ import apsw
 
 from memoryd.store.readers import ReaderPool
 
-SCHEMA_VERSION = 3  # 2: L2 distance (unit vectors: the order of cosine, ~12% faster); 3: cells (IVF)
+SCHEMA_VERSION = 4  # 2: L2 distance (unit vectors: the order of cosine); 3: cells (IVF); 4: int8, each vector once
 TRAIN_MIN = 20_000  # below this many vectors a search scans them all (~7 ms); from here on, cells
 RETRAIN_GROWTH = 4  # cells are trained again when the vectors have grown this many times since
 SAMPLE_PER_CELL = 40  # k-means sample: this many vectors per cell
@@ -113,10 +117,14 @@ class VectorIndex:
         self._readers = ReaderPool(self._connect_reader)
         self.dimension = 0
         self.model = ""
-        self.embedded = 0  # kept current by every write: count(*) of a vec0 table is slow
+        self.embedded = 0  # units with a vector: kept current by every write
         self.total = 0
+        self.vectors = 0  # rows of the vec0 table (distinct texts, some of them no unit's any more)
+        self._table = "vec_a"  # the current vec0 table: training fills the other one, then switches
+        self._scale = 0.0  # int8 component = round(float component × scale); set by the first vectors stored
         self._centroids: Any = None  # numpy (cells, dimension) once trained; None: one cell, exact search
         self.trained_at = 0  # how many vectors there were when the cells were trained
+        self._removed = False  # units were removed since the last prune: vectors may be orphaned
 
     def _connect_reader(self) -> apsw.Connection:
         conn = apsw.Connection(str(self.db_path), flags=apsw.SQLITE_OPEN_READONLY)
@@ -129,32 +137,31 @@ class VectorIndex:
     def open(self, model: str, dimension: int) -> None:
         """Open (or create) the file for vectors of ``model`` with ``dimension``. Raises
         :class:`VectorsUnavailable`: the extension cannot be loaded, or the file holds vectors of another model
-        or dimension (nothing is changed then: ``drop`` and open again to re-embed)."""
+        or dimension (nothing is changed then: ``drop`` and open again to re-embed). A file of schema 3 is
+        migrated in place, its vectors kept; an older one is started again (its texts are embedded anew)."""
         with self._write_lock:
             self.db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            conn = apsw.Connection(str(self.db_path))
+            conn = self._connect_writer()
             try:
-                conn.set_busy_timeout(5000)
-                _load(conn, self.extension)
-                conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
-                conn.execute("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
                 stored = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
-                if stored and stored.get("schema_version") != str(SCHEMA_VERSION):
-                    # derived data in an older layout: start again (the texts are embedded anew)
+                if stored and stored.get("schema_version") not in (str(SCHEMA_VERSION), "3"):
                     conn.close()
                     self._unlink()
-                    conn = apsw.Connection(str(self.db_path))
-                    conn.set_busy_timeout(5000)
-                    _load(conn, self.extension)
-                    conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
-                    conn.execute("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                    conn = self._connect_writer()
                     stored = {}
                 if stored:
                     _check_meta(stored, model, dimension)
+                    if stored["schema_version"] == "3":
+                        _migrate_from_3(conn, dimension)
+                        stored = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
                 else:
                     _create(conn, model, dimension)
+                    stored = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+                self._table = stored.get("vec_table", "vec_a")
+                self._scale = float(stored.get("int8_scale", "0"))
                 self.embedded = _scalar(conn, "SELECT count(*) FROM units WHERE embedded")
                 self.total = _scalar(conn, "SELECT count(*) FROM units")
+                self.vectors = _scalar(conn, "SELECT count(*) FROM cache")
                 self._centroids, self.trained_at = _load_centroids(conn, dimension)
             except VectorsUnavailable:
                 conn.close()
@@ -166,7 +173,20 @@ class VectorIndex:
                 ) from exc
             self._writer = conn
             self.model, self.dimension = model, dimension
+            self._removed = True  # look for orphans once
             self._readers.reset(open_after=True)
+
+    def _connect_writer(self) -> apsw.Connection:
+        conn = apsw.Connection(str(self.db_path))
+        conn.set_busy_timeout(5000)
+        try:
+            _load(conn, self.extension)
+            conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+            conn.execute("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def close(self) -> None:
         with self._write_lock, self._readers.lock.exclusive():
@@ -180,7 +200,7 @@ class VectorIndex:
         """Close and delete the file (and its WAL): the next ``open`` starts empty."""
         self.close()
         self._unlink()
-        self.embedded = self.total = 0
+        self.embedded = self.total = self.vectors = 0
 
     def _unlink(self) -> None:
         for suffix in ("", "-wal", "-shm", "-journal"):
@@ -205,25 +225,23 @@ class VectorIndex:
 
     def replace(self, changed: dict[str, tuple[str, list[Unit]]], removed: Iterable[str]) -> None:
         """Replace the units of ``changed`` paths (path → (sha256, units)) and remove those of ``removed``, in one
-        transaction. New units whose text was embedded before get their vector from the cache at once."""
+        transaction. New units whose text was embedded before have their vector at once (the cache)."""
         with self._write_lock:
             conn = self._writer
             assert conn is not None
             paths = list(changed) + list(removed)
             with conn:
                 for path in paths:
-                    conn.execute(
-                        "DELETE FROM units_vec WHERE rowid IN (SELECT unit_id FROM units WHERE path = ? AND embedded)",
-                        (path,),
-                    )
                     conn.execute("DELETE FROM units WHERE path = ?", (path,))
+                    self._removed = self._removed or conn.changes() > 0
                     conn.execute("DELETE FROM docs WHERE path = ?", (path,))
                 conn.executemany(
                     "INSERT INTO docs(path, sha256) VALUES(?, ?)", [(path, sha) for path, (sha, _) in changed.items()]
                 )
                 conn.executemany(
                     "INSERT INTO units(path, start_line, lines, heading, section_start, section_lines, text, digest, "
-                    "priority, embedded) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+                    "priority, embedded) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                    "EXISTS(SELECT 1 FROM cache WHERE cache.digest = ?8))",
                     [
                         (
                             u.path,
@@ -240,16 +258,6 @@ class VectorIndex:
                         for u in units
                     ],
                 )
-                for path in changed:  # from the cache: texts embedded before
-                    cached = conn.execute(
-                        "SELECT u.unit_id, c.vector FROM units u JOIN cache c ON c.digest = u.digest WHERE u.path = ?",
-                        (path,),
-                    ).fetchall()
-                    self._insert(conn, [(int(i), bytes(v)) for i, v in cached])  # type: ignore[arg-type]
-                    conn.execute(
-                        "UPDATE units SET embedded = 1 WHERE path = ? AND digest IN (SELECT digest FROM cache)",
-                        (path,),
-                    )
                 self.embedded = _scalar(conn, "SELECT count(*) FROM units WHERE embedded")
                 self.total = _scalar(conn, "SELECT count(*) FROM units")
 
@@ -262,78 +270,117 @@ class VectorIndex:
         return [(int(i), str(t), str(d)) for i, t, d in rows]  # type: ignore[arg-type]
 
     def store(self, items: list[tuple[int, str, bytes]]) -> None:
-        """Vectors for units (unit id, digest, vector), cached by digest. A unit deleted meanwhile is skipped."""
-        with self._write_lock:
-            conn = self._writer
-            assert conn is not None
-            with conn:
-                conn.executemany(
-                    "INSERT OR REPLACE INTO cache(digest, vector) VALUES(?, ?)", [(d, v) for _, d, v in items]
-                )
-                fresh = []
-                for unit_id, _digest, vector in items:
-                    conn.execute("UPDATE units SET embedded = 1 WHERE unit_id = ? AND NOT embedded", (unit_id,))
-                    if conn.changes():
-                        fresh.append((unit_id, vector))
-                self._insert(conn, fresh)
-            self.embedded += len(fresh)
-
-    def _insert(self, conn: apsw.Connection, rows: list[tuple[int, bytes]]) -> None:
-        """Vectors into ``units_vec``, each in the cell of its nearest centroid (cell 0 before training)."""
-        if rows:
-            cells = _cells(self._centroids, [v for _, v in rows])
-            conn.executemany(
-                "INSERT INTO units_vec(rowid, cell, embedding) VALUES(?, ?, ?)",
-                [(unit_id, cell, vector) for (unit_id, vector), cell in zip(rows, cells, strict=True)],
-            )
-
-    # --- cells: an inverted file (IVF) in vec0's partitions ----------------------------------------------
-
-    def should_train(self) -> bool:
-        return self.embedded >= TRAIN_MIN and self.embedded >= RETRAIN_GROWTH * max(self.trained_at, TRAIN_MIN // 4)
-
-    def train(self, cells: int | None = None) -> int:
-        """Cluster the vectors (spherical k-means on a sample, one cell per CELL_SIZE vectors) and move every vector into the cell of its
-        nearest centroid, in one transaction (searches read the old cells until it commits). Returns the cells."""
+        """Vectors (float32, unit length) for units (unit id, digest, vector): one per distinct text, and every
+        unit with that text is embedded by it. A unit deleted meanwhile leaves its vector to the cache."""
+        if not items:
+            return
         np = _numpy()
         with self._write_lock:
             conn = self._writer
             assert conn is not None
-            count = self.embedded
-            cells = cells or int(min(1024, max(16, round(count / CELL_SIZE))))
-            sample = conn.execute(
-                "SELECT c.vector FROM units u JOIN cache c ON c.digest = u.digest WHERE u.embedded "
-                "ORDER BY u.digest LIMIT ?",  # a digest-ordered sample: spread, and the same every time
-                (cells * SAMPLE_PER_CELL,),
-            ).fetchall()
-            data = np.frombuffer(b"".join(bytes(v) for (v,) in sample), dtype="<f4").reshape(len(sample), -1)  # type: ignore[arg-type]
-            centroids = _kmeans(np, data, cells)
+            fresh: dict[str, bytes] = {}
+            for _unit_id, digest, vector in items:
+                fresh.setdefault(digest, vector)
             with conn:
-                conn.execute("DELETE FROM units_vec")
+                known = {
+                    str(d)
+                    for (d,) in conn.execute(
+                        f"SELECT digest FROM cache WHERE digest IN ({','.join('?' * len(fresh))})", list(fresh)
+                    )
+                }
+                new = [(d, v) for d, v in fresh.items() if d not in known]
+                if new:
+                    data = np.frombuffer(b"".join(v for _, v in new), dtype="<f4").reshape(len(new), -1)
+                    if not self._scale:  # from the first vectors: room for components a quarter larger
+                        self._scale = _int8_scale(np, data)
+                        conn.execute(
+                            "INSERT OR REPLACE INTO meta(key, value) VALUES('int8_scale', ?)", (repr(self._scale),)
+                        )
+                    ids = []
+                    for digest, _ in new:
+                        conn.execute("INSERT INTO cache(digest) VALUES(?)", (digest,))
+                        ids.append(conn.last_insert_rowid())
+                    self._insert(conn, ids, data)
+                    self.vectors += len(new)
+                before = self.embedded
+                conn.executemany(
+                    "UPDATE units SET embedded = 1 WHERE digest = ? AND NOT embedded", [(d,) for d in fresh]
+                )
+                self.embedded = _scalar(conn, "SELECT count(*) FROM units WHERE embedded") if fresh else before
+
+    def _insert(self, conn: apsw.Connection, ids: list[int], data: Any) -> None:
+        """Vectors (float rows of ``data``) into the current vec0 table, each in the cell of its nearest centroid
+        (cell 0 before training)."""
+        cells = _cells(self._centroids, data)
+        quantised = _int8(_numpy(), data, self._scale)
+        conn.executemany(
+            f"INSERT INTO {self._table}(rowid, cell, embedding) VALUES(?, ?, vec_int8(?))",
+            [(i, c, row.tobytes()) for i, c, row in zip(ids, cells, quantised, strict=True)],
+        )
+
+    # --- cells: an inverted file (IVF) in vec0's partitions ----------------------------------------------
+
+    def should_train(self) -> bool:
+        return self.vectors >= TRAIN_MIN and self.vectors >= RETRAIN_GROWTH * max(self.trained_at, TRAIN_MIN // 4)
+
+    def train(self, cells: int | None = None) -> int:
+        """Cluster the vectors (spherical k-means on a sample, one cell per CELL_SIZE vectors) and file every
+        vector under its nearest centroid in the other vec0 table, which then becomes the current one, in one
+        transaction (searches read the old cells until it commits). Returns the cells."""
+        np = _numpy()
+        with self._write_lock:
+            conn = self._writer
+            assert conn is not None
+            count = self.vectors
+            cells = cells or int(min(1024, max(16, round(count / CELL_SIZE))))
+            sample_ids = [
+                int(i)
+                for (i,) in conn.execute(  # a digest-ordered sample: spread, and the same every time
+                    "SELECT vector_id FROM cache ORDER BY digest LIMIT ?", (cells * SAMPLE_PER_CELL,)
+                )
+            ]
+            sample = self._read(conn, sample_ids)
+            centroids = _kmeans(np, sample, cells)
+            target = "vec_b" if self._table == "vec_a" else "vec_a"
+            with conn:
+                conn.execute(f"DROP TABLE IF EXISTS {target}")
+                conn.execute(_vec0_ddl(target, self.dimension))
                 conn.execute("DELETE FROM centroids")
                 conn.executemany(
                     "INSERT INTO centroids(cell, vector) VALUES(?, ?)",
                     [(n, row.astype("<f4").tobytes()) for n, row in enumerate(centroids)],
                 )
-                conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('trained_at', ?)", (str(count),))
-                last = 0
+                source = conn.execute(f"SELECT rowid, embedding FROM {self._table}")
                 while True:  # in batches: a 50 MB workspace has ~700k vectors
-                    batch = conn.execute(
-                        "SELECT u.unit_id, c.vector FROM units u JOIN cache c ON c.digest = u.digest "
-                        "WHERE u.embedded AND u.unit_id > ? ORDER BY u.unit_id LIMIT 20000",
-                        (last,),
-                    ).fetchall()
+                    batch = list(itertools.islice(source, 20_000))
                     if not batch:
                         break
-                    rows = [(int(i), bytes(v)) for i, v in batch]  # type: ignore[arg-type]
-                    assigned = _cells(centroids, [v for _, v in rows])
+                    ids = [int(i) for i, _ in batch]
+                    raw = np.frombuffer(b"".join(bytes(v) for _, v in batch), dtype=np.int8)
+                    raw = raw.reshape(len(batch), self.dimension)
+                    assigned = _cells(centroids, raw.astype("<f4"))  # the scale does not change which is nearest
                     conn.executemany(
-                        "INSERT INTO units_vec(rowid, cell, embedding) VALUES(?, ?, ?)",
-                        [(i, c, v) for (i, v), c in zip(rows, assigned, strict=True)],
+                        f"INSERT INTO {target}(rowid, cell, embedding) VALUES(?, ?, vec_int8(?))",
+                        [(i, c, row.tobytes()) for i, c, row in zip(ids, assigned, raw, strict=True)],
                     )
-                    last = rows[-1][0]
-            self._centroids, self.trained_at = centroids, count
+                conn.execute(f"DROP TABLE {self._table}")
+                conn.executemany(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
+                    [("trained_at", str(count)), ("vec_table", target)],
+                )
+            self._centroids, self.trained_at, self._table = centroids, count, target
             return cells
+
+    def _read(self, conn: apsw.Connection, ids: list[int]) -> Any:
+        """The vectors of ``ids`` as float rows (int8 / scale), in that order."""
+        np = _numpy()
+        rows: dict[int, bytes] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            sql = f"SELECT rowid, embedding FROM {self._table} WHERE rowid IN ({','.join(map(str, part))})"
+            rows.update((int(i), bytes(v)) for i, v in conn.execute(sql))
+        data = np.frombuffer(b"".join(rows[i] for i in ids if i in rows), dtype=np.int8)
+        return data.reshape(-1, self.dimension).astype("<f4") / np.float32(self._scale or 1.0)
 
     def probes(self) -> int:
         """Cells a search looks in: a quarter of them, 6 to 32 (each costs ~0.35 ms of setup whatever its size)."""
@@ -343,43 +390,63 @@ class VectorIndex:
         return int(min(cells, max(6, min(32, cells // 4))))
 
     def prune_cache(self) -> int:
-        """Forget cached vectors of texts no unit has any more, once they outnumber the units; returns how many."""
+        """Forget the vectors of texts no unit has any more, once they are many (a quarter of the vectors, or
+        1,000): a text that comes back soon — a file renamed, an edit undone — keeps its vector. Returns how
+        many were forgotten."""
         with self._write_lock:
             conn = self._writer
             assert conn is not None
-            if _scalar(conn, "SELECT count(*) FROM cache") <= max(1000, 2 * self.total):
+            if not self._removed:
+                return 0
+            distinct = _scalar(conn, "SELECT count(DISTINCT digest) FROM units WHERE embedded")
+            if self.vectors - distinct <= max(1000, self.vectors // 4):
+                self._removed = False
                 return 0
             with conn:
-                conn.execute("DELETE FROM cache WHERE digest NOT IN (SELECT digest FROM units)")
-            return int(conn.changes())
+                conn.execute(
+                    "CREATE TEMP TABLE gone AS SELECT vector_id FROM cache "
+                    "WHERE NOT EXISTS (SELECT 1 FROM units WHERE units.digest = cache.digest)"
+                )
+                conn.execute(f"DELETE FROM {self._table} WHERE rowid IN (SELECT vector_id FROM temp.gone)")
+                conn.execute("DELETE FROM cache WHERE vector_id IN (SELECT vector_id FROM temp.gone)")
+                forgotten = int(conn.changes())
+                conn.execute("DROP TABLE temp.gone")
+            self.vectors -= forgotten
+            self._removed = False
+            return forgotten
 
     # --- search -------------------------------------------------------------------------------------------
 
     def search(self, vector: bytes, k: int, probes: int | None = None) -> list[VectorHit]:
         """The ``k`` embedded units nearest to ``vector``, nearest first: among all of them before the cells are
         trained, then among those in the ``probes`` cells whose centroids are nearest (approximate)."""
-        centroids = self._centroids
+        np = _numpy()
+        centroids, table, scale = self._centroids, self._table, self._scale
+        if not scale:
+            return []
+        query = np.frombuffer(vector, dtype="<f4")
         if centroids is None:
             cells = [0]
         else:
-            np = _numpy()
-            scores = centroids @ np.frombuffer(vector, dtype="<f4")
+            scores = centroids @ query
             want = min(len(scores), probes or self.probes())
             cells = [int(c) for c in np.argpartition(-scores, want - 1)[:want]]
-        # vec0 answers k per cell: the nearest k of them all are kept
+        # vec0 answers k per cell: the nearest k of them all are kept; a vector no unit has any more (waiting
+        # for prune_cache) finds no unit, so a few more are asked for
         sql = (
             "SELECT u.path, u.start_line, u.lines, u.heading, u.section_start, u.section_lines, u.text, u.digest, "
-            "near.distance FROM (SELECT rowid, distance FROM units_vec WHERE embedding MATCH ? AND k = ? "
+            f"near.distance FROM (SELECT rowid, distance FROM {table} WHERE embedding MATCH vec_int8(?) AND k = ? "
             f"AND cell IN ({','.join(str(c) for c in cells)})) AS near "
-            "JOIN units u ON u.unit_id = near.rowid ORDER BY near.distance, u.unit_id LIMIT ?"
+            "JOIN cache c ON c.vector_id = near.rowid JOIN units u ON u.digest = c.digest "
+            "ORDER BY near.distance, u.unit_id LIMIT ?"
         )
         with self._reading() as reader:
             if reader is None:
                 return []
-            rows = reader.execute(sql, (vector, k, k)).fetchall()
+            rows = reader.execute(sql, (_int8(np, query[None, :], scale)[0].tobytes(), k + 8, k)).fetchall()
+        # L2 between unit vectors: d² = 2 - 2·cos, so the cosine distance is d² / 2 (d in int8 units: / scale)
         return [
-            # L2 between unit vectors: d² = 2 - 2·cos, so the cosine distance is d² / 2
-            VectorHit(str(p), int(s), int(n), str(h), int(ss), int(sl), str(t), str(d), float(dist) ** 2 / 2)  # type: ignore[arg-type]
+            VectorHit(str(p), int(s), int(n), str(h), int(ss), int(sl), str(t), str(d), (float(dist) / scale) ** 2 / 2)  # type: ignore[arg-type]
             for p, s, n, h, ss, sl, t, d, dist in rows
         ]
 
@@ -396,12 +463,21 @@ def _numpy() -> Any:
     return numpy
 
 
-def _cells(centroids: Any, vectors: list[bytes]) -> list[int]:
-    if centroids is None or not vectors:
-        return [0] * len(vectors)
-    np = _numpy()
-    data = np.frombuffer(b"".join(vectors), dtype="<f4").reshape(len(vectors), -1)
-    return [int(c) for c in np.argmax(data @ centroids.T, axis=1)]
+def _int8_scale(np: Any, data: Any) -> float:
+    """The factor that maps components to int8: the largest component seen, with a quarter more room, to 127
+    (at least 4/√d of room: a unit vector's components are ~1/√d)."""
+    room = max(4 / float(np.sqrt(data.shape[1])), 1.25 * float(np.abs(data).max()))
+    return 127.0 / room
+
+
+def _int8(np: Any, data: Any, scale: float) -> Any:
+    return np.clip(np.rint(data * scale), -127, 127).astype(np.int8)
+
+
+def _cells(centroids: Any, data: Any) -> list[int]:
+    if centroids is None or not len(data):
+        return [0] * len(data)
+    return [int(c) for c in _numpy().argmax(data @ centroids.T, axis=1)]
 
 
 def _kmeans(np: Any, data: Any, cells: int, rounds: int = 10) -> Any:
@@ -438,10 +514,14 @@ def _scalar(conn: apsw.Connection, sql: str) -> int:
     return int(row[0]) if row else 0
 
 
+def _vec0_ddl(name: str, dimension: int) -> str:
+    return f"CREATE VIRTUAL TABLE {name} USING vec0(cell INTEGER PARTITION KEY, embedding int8[{int(dimension)}])"
+
+
 def _create(conn: apsw.Connection, model: str, dimension: int) -> None:
     with conn:
         conn.execute(
-            f"""
+            """
             CREATE TABLE docs(path TEXT PRIMARY KEY, sha256 TEXT NOT NULL);
             CREATE TABLE units(
               unit_id INTEGER PRIMARY KEY,
@@ -458,14 +538,59 @@ def _create(conn: apsw.Connection, model: str, dimension: int) -> None:
             );
             CREATE INDEX units_path ON units(path);
             CREATE INDEX units_todo ON units(embedded, priority, unit_id);
-            CREATE TABLE cache(digest TEXT PRIMARY KEY, vector BLOB NOT NULL);
+            CREATE INDEX units_digest ON units(digest);
+            CREATE TABLE cache(vector_id INTEGER PRIMARY KEY, digest TEXT NOT NULL UNIQUE);
             CREATE TABLE centroids(cell INTEGER PRIMARY KEY, vector BLOB NOT NULL);
-            CREATE VIRTUAL TABLE units_vec USING vec0(cell INTEGER PARTITION KEY, embedding float[{int(dimension)}]);
             """
         )
+        conn.execute(_vec0_ddl("vec_a", dimension))
         conn.executemany(
             "INSERT INTO meta(key, value) VALUES(?, ?)",
-            [("schema_version", str(SCHEMA_VERSION)), ("model", model), ("dimension", str(dimension))],
+            [
+                ("schema_version", str(SCHEMA_VERSION)),
+                ("model", model),
+                ("dimension", str(dimension)),
+                ("vec_table", "vec_a"),
+            ],
+        )
+
+
+def _migrate_from_3(conn: apsw.Connection, dimension: int) -> None:
+    """Schema 3 (float32 vectors twice: in ``units_vec`` by unit and in ``cache`` by digest) to 4, in one
+    transaction: each cached vector once, as int8, in cell 0 (the worker trains cells again when they are many).
+    The units and their embedded flags stay as they are: every embedded unit's digest is in the cache."""
+    np = _numpy()
+    with conn:
+        conn.execute(
+            """
+            ALTER TABLE cache RENAME TO cache_v3;
+            DROP TABLE units_vec;
+            DELETE FROM centroids;
+            DELETE FROM meta WHERE key = 'trained_at';
+            CREATE INDEX IF NOT EXISTS units_digest ON units(digest);
+            CREATE TABLE cache(vector_id INTEGER PRIMARY KEY, digest TEXT NOT NULL UNIQUE);
+            """
+        )
+        conn.execute(_vec0_ddl("vec_a", dimension))
+        scale = 0.0
+        rows = conn.execute("SELECT digest, vector FROM cache_v3 ORDER BY digest")
+        while batch := list(itertools.islice(rows, 5000)):
+            data = np.frombuffer(b"".join(bytes(v) for _, v in batch), dtype="<f4").reshape(len(batch), dimension)
+            scale = scale or _int8_scale(np, data)
+            ids = []
+            for digest, _ in batch:
+                conn.execute("INSERT INTO cache(digest) VALUES(?)", (digest,))
+                ids.append(conn.last_insert_rowid())
+            conn.executemany(
+                "INSERT INTO vec_a(rowid, cell, embedding) VALUES(?, 0, vec_int8(?))",
+                [(i, row.tobytes()) for i, row in zip(ids, _int8(np, data, scale), strict=True)],
+            )
+        conn.execute("DROP TABLE cache_v3")
+        conn.execute("UPDATE units SET embedded = 0 WHERE embedded AND digest NOT IN (SELECT digest FROM cache)")
+        conn.executemany(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
+            [("schema_version", str(SCHEMA_VERSION)), ("vec_table", "vec_a")]
+            + ([("int8_scale", repr(scale))] if scale else []),
         )
 
 
