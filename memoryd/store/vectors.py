@@ -302,11 +302,11 @@ class VectorIndex:
                         ids.append(conn.last_insert_rowid())
                     self._insert(conn, ids, data)
                     self.vectors += len(new)
-                before = self.embedded
+                before = conn.total_changes()
                 conn.executemany(
                     "UPDATE units SET embedded = 1 WHERE digest = ? AND NOT embedded", [(d,) for d in fresh]
                 )
-                self.embedded = _scalar(conn, "SELECT count(*) FROM units WHERE embedded") if fresh else before
+                self.embedded += conn.total_changes() - before
 
     def _insert(self, conn: apsw.Connection, ids: list[int], data: Any) -> None:
         """Vectors (float rows of ``data``) into the current vec0 table, each in the cell of its nearest centroid
