@@ -227,7 +227,7 @@ def _cell_recall(path: Path, queries: list[str]) -> None:
         print(f"  vector search scans all {index.embedded} vectors (cells from {20_000})")
         return
     model = UseM3()
-    cells = len(index._centroids)
+    cells = len(index._layout[1])
     found = exact_ms = probe_ms = 0.0
     sample = queries[:100]
     for query in sample:

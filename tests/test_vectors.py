@@ -183,3 +183,35 @@ def test_a_schema_3_file_is_migrated_with_its_vectors(tmp_path: Path) -> None:
     assert "cache_v3" not in tables and "units_vec" not in tables
     assert dict(check.execute("SELECT key, value FROM meta"))["schema_version"] == "4"
     check.close()
+
+
+def test_searches_go_on_while_cells_are_trained_again(index: VectorIndex) -> None:
+    """Training fills the other vec0 table and drops the old one: a search that began on the old one is answered
+    from the new one (searches run on their own connections, in other threads, as the daemon's do)."""
+    import threading
+
+    data = vectors(3000)
+    fill(index, data)
+    errors: list[BaseException] = []
+    answered = [0]
+    stop = threading.Event()
+
+    def search() -> None:
+        while not stop.is_set():
+            try:
+                assert index.search(data[5].tobytes(), 3)
+                answered[0] += 1
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+                return
+
+    thread = threading.Thread(target=search)
+    thread.start()
+    try:
+        for cells in (16, 8, 16, 4):
+            index.train(cells)
+            assert index.search(data[5].tobytes(), 1)[0].digest == "d5"
+    finally:
+        stop.set()
+        thread.join()
+    assert errors == [] and answered[0] > 0

@@ -35,7 +35,7 @@ from memoryd.store.readers import ReaderPool
 
 SCHEMA_VERSION = 4  # 2: L2 distance (unit vectors: the order of cosine); 3: cells (IVF); 4: int8, each vector once
 TRAIN_MIN = 20_000  # below this many vectors a search scans them all (~7 ms); from here on, cells
-RETRAIN_GROWTH = 4  # cells are trained again when the vectors have grown this many times since
+RETRAIN_GROWTH = 2  # cells are trained again when the vectors have doubled since: cells stay near CELL_SIZE
 SAMPLE_PER_CELL = 40  # k-means sample: this many vectors per cell
 CELL_SIZE = 1500  # vectors per cell: a probe's fixed cost (~0.35 ms) against its scan (~0.33 µs a vector)
 
@@ -120,9 +120,10 @@ class VectorIndex:
         self.embedded = 0  # units with a vector: kept current by every write
         self.total = 0
         self.vectors = 0  # rows of the vec0 table (distinct texts, some of them no unit's any more)
-        self._table = "vec_a"  # the current vec0 table: training fills the other one, then switches
+        # the current vec0 table and its cells' centroids (numpy (cells, dimension); None: one cell, exact
+        # search), swapped as one: training fills the other table, then switches
+        self._layout: tuple[str, Any] = ("vec_a", None)
         self._scale = 0.0  # int8 component = round(float component × scale); set by the first vectors stored
-        self._centroids: Any = None  # numpy (cells, dimension) once trained; None: one cell, exact search
         self.trained_at = 0  # how many vectors there were when the cells were trained
         self._removed = False  # units were removed since the last prune: vectors may be orphaned
 
@@ -157,12 +158,12 @@ class VectorIndex:
                 else:
                     _create(conn, model, dimension)
                     stored = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
-                self._table = stored.get("vec_table", "vec_a")
                 self._scale = float(stored.get("int8_scale", "0"))
                 self.embedded = _scalar(conn, "SELECT count(*) FROM units WHERE embedded")
                 self.total = _scalar(conn, "SELECT count(*) FROM units")
                 self.vectors = _scalar(conn, "SELECT count(*) FROM cache")
-                self._centroids, self.trained_at = _load_centroids(conn, dimension)
+                centroids, self.trained_at = _load_centroids(conn, dimension)
+                self._layout = (stored.get("vec_table", "vec_a"), centroids)
             except VectorsUnavailable:
                 conn.close()
                 raise
@@ -181,7 +182,8 @@ class VectorIndex:
         conn.set_busy_timeout(5000)
         try:
             _load(conn, self.extension)
-            conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+            # the log is cut back after a checkpoint: training rewrites every vector in one transaction
+            conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA journal_size_limit=67108864;")
             conn.execute("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         except BaseException:
             conn.close()
@@ -311,10 +313,11 @@ class VectorIndex:
     def _insert(self, conn: apsw.Connection, ids: list[int], data: Any) -> None:
         """Vectors (float rows of ``data``) into the current vec0 table, each in the cell of its nearest centroid
         (cell 0 before training)."""
-        cells = _cells(self._centroids, data)
+        table, centroids = self._layout
+        cells = _cells(centroids, data)
         quantised = _int8(_numpy(), data, self._scale)
         conn.executemany(
-            f"INSERT INTO {self._table}(rowid, cell, embedding) VALUES(?, ?, vec_int8(?))",
+            f"INSERT INTO {table}(rowid, cell, embedding) VALUES(?, ?, vec_int8(?))",
             [(i, c, row.tobytes()) for i, c, row in zip(ids, cells, quantised, strict=True)],
         )
 
@@ -341,7 +344,8 @@ class VectorIndex:
             ]
             sample = self._read(conn, sample_ids)
             centroids = _kmeans(np, sample, cells)
-            target = "vec_b" if self._table == "vec_a" else "vec_a"
+            current = self._layout[0]
+            target = "vec_b" if current == "vec_a" else "vec_a"
             with conn:
                 conn.execute(f"DROP TABLE IF EXISTS {target}")
                 conn.execute(_vec0_ddl(target, self.dimension))
@@ -350,7 +354,7 @@ class VectorIndex:
                     "INSERT INTO centroids(cell, vector) VALUES(?, ?)",
                     [(n, row.astype("<f4").tobytes()) for n, row in enumerate(centroids)],
                 )
-                source = conn.execute(f"SELECT rowid, embedding FROM {self._table}")
+                source = conn.execute(f"SELECT rowid, embedding FROM {current}")
                 while True:  # in batches: a 50 MB workspace has ~700k vectors
                     batch = list(itertools.islice(source, 20_000))
                     if not batch:
@@ -363,12 +367,12 @@ class VectorIndex:
                         f"INSERT INTO {target}(rowid, cell, embedding) VALUES(?, ?, vec_int8(?))",
                         [(i, c, row.tobytes()) for i, c, row in zip(ids, assigned, raw, strict=True)],
                     )
-                conn.execute(f"DROP TABLE {self._table}")
+                conn.execute(f"DROP TABLE {current}")
                 conn.executemany(
                     "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
                     [("trained_at", str(count)), ("vec_table", target)],
                 )
-            self._centroids, self.trained_at, self._table = centroids, count, target
+            self._layout, self.trained_at = (target, centroids), count
             return cells
 
     def _read(self, conn: apsw.Connection, ids: list[int]) -> Any:
@@ -377,16 +381,17 @@ class VectorIndex:
         rows: dict[int, bytes] = {}
         for start in range(0, len(ids), 500):
             part = ids[start : start + 500]
-            sql = f"SELECT rowid, embedding FROM {self._table} WHERE rowid IN ({','.join(map(str, part))})"
+            sql = f"SELECT rowid, embedding FROM {self._layout[0]} WHERE rowid IN ({','.join(map(str, part))})"
             rows.update((int(i), bytes(v)) for i, v in conn.execute(sql))
         data = np.frombuffer(b"".join(rows[i] for i in ids if i in rows), dtype=np.int8)
         return data.reshape(-1, self.dimension).astype("<f4") / np.float32(self._scale or 1.0)
 
     def probes(self) -> int:
         """Cells a search looks in: a quarter of them, 6 to 32 (each costs ~0.35 ms of setup whatever its size)."""
-        if self._centroids is None:
+        centroids = self._layout[1]
+        if centroids is None:
             return 1
-        cells = len(self._centroids)
+        cells = len(centroids)
         return int(min(cells, max(6, min(32, cells // 4))))
 
     def prune_cache(self) -> int:
@@ -407,7 +412,7 @@ class VectorIndex:
                     "CREATE TEMP TABLE gone AS SELECT vector_id FROM cache "
                     "WHERE NOT EXISTS (SELECT 1 FROM units WHERE units.digest = cache.digest)"
                 )
-                conn.execute(f"DELETE FROM {self._table} WHERE rowid IN (SELECT vector_id FROM temp.gone)")
+                conn.execute(f"DELETE FROM {self._layout[0]} WHERE rowid IN (SELECT vector_id FROM temp.gone)")
                 conn.execute("DELETE FROM cache WHERE vector_id IN (SELECT vector_id FROM temp.gone)")
                 forgotten = int(conn.changes())
                 conn.execute("DROP TABLE temp.gone")
@@ -420,8 +425,18 @@ class VectorIndex:
     def search(self, vector: bytes, k: int, probes: int | None = None) -> list[VectorHit]:
         """The ``k`` embedded units nearest to ``vector``, nearest first: among all of them before the cells are
         trained, then among those in the ``probes`` cells whose centroids are nearest (approximate)."""
+        layout = self._layout
+        try:
+            return self._search(layout, vector, k, probes)
+        except apsw.SQLError:
+            if self._layout is layout:
+                raise
+            return self._search(self._layout, vector, k, probes)  # trained meanwhile: the old table is gone
+
+    def _search(self, layout: tuple[str, Any], vector: bytes, k: int, probes: int | None) -> list[VectorHit]:
         np = _numpy()
-        centroids, table, scale = self._centroids, self._table, self._scale
+        table, centroids = layout
+        scale = self._scale
         if not scale:
             return []
         query = np.frombuffer(vector, dtype="<f4")
