@@ -171,10 +171,12 @@ def test_a_schema_3_file_is_migrated_with_its_vectors(tmp_path: Path) -> None:
             conn.execute("INSERT INTO cache VALUES(?, ?)", (u.digest, data[n].tobytes()))
             conn.execute("INSERT INTO units_vec(rowid, cell, embedding) VALUES(?, 0, ?)", (n + 1, data[n].tobytes()))
     conn.close()
+    before = path.stat().st_size
 
     vi = VectorIndex(path, extension_path())
     vi.open("test-model", DIM)
     assert (vi.total, vi.embedded, vi.vectors) == (300, 290, 290)
+    assert path.stat().st_size < before  # the second copy's pages are given back
     assert sorted(d for _, _, d in vi.todo(20)) == sorted(f"d{n}" for n in range(290, 300))
     assert vi.search(data[42].tobytes(), 1)[0].digest == "d42"
     vi.close()

@@ -154,6 +154,7 @@ class VectorIndex:
                     _check_meta(stored, model, dimension)
                     if stored["schema_version"] == "3":
                         _migrate_from_3(conn, dimension)
+                        conn.execute("VACUUM")  # give back the second copy's pages: GBs for a large workspace
                         stored = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
                 else:
                     _create(conn, model, dimension)
