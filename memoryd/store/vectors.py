@@ -160,7 +160,7 @@ class VectorIndex:
                     _create(conn, model, dimension)
                     stored = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
                 self._scale = float(stored.get("int8_scale", "0"))
-                self.embedded = _scalar(conn, "SELECT count(*) FROM units WHERE embedded")
+                self.embedded = _scalar(conn, "SELECT count(*) FROM units WHERE embedded = 1")
                 self.total = _scalar(conn, "SELECT count(*) FROM units")
                 self.vectors = _scalar(conn, "SELECT count(*) FROM cache")
                 centroids, self.trained_at = _load_centroids(conn, dimension)
@@ -261,14 +261,14 @@ class VectorIndex:
                         for u in units
                     ],
                 )
-                self.embedded = _scalar(conn, "SELECT count(*) FROM units WHERE embedded")
+                self.embedded = _scalar(conn, "SELECT count(*) FROM units WHERE embedded = 1")
                 self.total = _scalar(conn, "SELECT count(*) FROM units")
 
     def todo(self, limit: int) -> list[tuple[int, str, str]]:
         """Up to ``limit`` units not embedded yet, most wanted first: (unit id, text, digest)."""
         assert self._writer is not None
         rows = self._writer.execute(
-            "SELECT unit_id, text, digest FROM units WHERE NOT embedded ORDER BY priority, unit_id LIMIT ?", (limit,)
+            "SELECT unit_id, text, digest FROM units WHERE embedded = 0 ORDER BY priority, unit_id LIMIT ?", (limit,)
         ).fetchall()
         return [(int(i), str(t), str(d)) for i, t, d in rows]  # type: ignore[arg-type]
 
@@ -307,7 +307,7 @@ class VectorIndex:
                     self.vectors += len(new)
                 before = conn.total_changes()
                 conn.executemany(
-                    "UPDATE units SET embedded = 1 WHERE digest = ? AND NOT embedded", [(d,) for d in fresh]
+                    "UPDATE units SET embedded = 1 WHERE digest = ? AND embedded = 0", [(d,) for d in fresh]
                 )
                 self.embedded += conn.total_changes() - before
 
@@ -404,7 +404,7 @@ class VectorIndex:
             assert conn is not None
             if not self._removed:
                 return 0
-            distinct = _scalar(conn, "SELECT count(DISTINCT digest) FROM units WHERE embedded")
+            distinct = _scalar(conn, "SELECT count(DISTINCT digest) FROM units WHERE embedded = 1")
             if self.vectors - distinct <= max(1000, self.vectors // 4):
                 self._removed = False
                 return 0
@@ -602,7 +602,7 @@ def _migrate_from_3(conn: apsw.Connection, dimension: int) -> None:
                 [(i, row.tobytes()) for i, row in zip(ids, _int8(np, data, scale), strict=True)],
             )
         conn.execute("DROP TABLE cache_v3")
-        conn.execute("UPDATE units SET embedded = 0 WHERE embedded AND digest NOT IN (SELECT digest FROM cache)")
+        conn.execute("UPDATE units SET embedded = 0 WHERE embedded = 1 AND digest NOT IN (SELECT digest FROM cache)")
         conn.executemany(
             "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
             [("schema_version", str(SCHEMA_VERSION)), ("vec_table", "vec_a")]
