@@ -40,6 +40,10 @@ SAMPLE_PER_CELL = 40  # k-means sample: this many vectors per cell
 CELL_SIZE = 1500  # vectors per cell: a probe's fixed cost (~0.35 ms) against its scan (~0.33 µs a vector)
 
 
+# The next units to embed, found by the index units_todo (a bare `NOT embedded` would scan and sort them all)
+TODO_SQL = "SELECT unit_id, text, digest FROM units WHERE embedded = 0 ORDER BY priority, unit_id LIMIT ?"
+
+
 class VectorsUnavailable(RuntimeError):
     """The vector index cannot be used: ``reason`` is stable, ``hint`` says what to do."""
 
@@ -267,9 +271,7 @@ class VectorIndex:
     def todo(self, limit: int) -> list[tuple[int, str, str]]:
         """Up to ``limit`` units not embedded yet, most wanted first: (unit id, text, digest)."""
         assert self._writer is not None
-        rows = self._writer.execute(
-            "SELECT unit_id, text, digest FROM units WHERE embedded = 0 ORDER BY priority, unit_id LIMIT ?", (limit,)
-        ).fetchall()
+        rows = self._writer.execute(TODO_SQL, (limit,)).fetchall()
         return [(int(i), str(t), str(d)) for i, t, d in rows]  # type: ignore[arg-type]
 
     def store(self, items: list[tuple[int, str, bytes]]) -> None:
