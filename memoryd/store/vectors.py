@@ -294,31 +294,32 @@ class VectorIndex:
                     )
                 }
                 new = [(d, v) for d, v in fresh.items() if d not in known]
+                scale = self._scale
                 if new:
                     data = np.frombuffer(b"".join(v for _, v in new), dtype="<f4").reshape(len(new), -1)
-                    if not self._scale:  # from the first vectors: room for components a quarter larger
-                        self._scale = _int8_scale(np, data)
-                        conn.execute(
-                            "INSERT OR REPLACE INTO meta(key, value) VALUES('int8_scale', ?)", (repr(self._scale),)
-                        )
+                    if not scale:  # from the first vectors: room for components a quarter larger
+                        scale = _int8_scale(np, data)
+                        conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('int8_scale', ?)", (repr(scale),))
                     ids = []
                     for digest, _ in new:
                         conn.execute("INSERT INTO cache(digest) VALUES(?)", (digest,))
                         ids.append(conn.last_insert_rowid())
-                    self._insert(conn, ids, data)
-                    self.vectors += len(new)
+                    self._insert(conn, ids, data, scale)
                 before = conn.total_changes()
                 conn.executemany(
                     "UPDATE units SET embedded = 1 WHERE digest = ? AND embedded = 0", [(d,) for d in fresh]
                 )
-                self.embedded += conn.total_changes() - before
+                marked = conn.total_changes() - before
+            self._scale = scale  # committed: the counters and the scale follow
+            self.vectors += len(new)
+            self.embedded += marked
 
-    def _insert(self, conn: apsw.Connection, ids: list[int], data: Any) -> None:
+    def _insert(self, conn: apsw.Connection, ids: list[int], data: Any, scale: float) -> None:
         """Vectors (float rows of ``data``) into the current vec0 table, each in the cell of its nearest centroid
         (cell 0 before training)."""
         table, centroids = self._layout
         cells = _cells(centroids, data)
-        quantised = _int8(_numpy(), data, self._scale)
+        quantised = _int8(_numpy(), data, scale)
         conn.executemany(
             f"INSERT INTO {table}(rowid, cell, embedding) VALUES(?, ?, vec_int8(?))",
             [(i, c, row.tobytes()) for i, c, row in zip(ids, cells, quantised, strict=True)],
