@@ -42,6 +42,8 @@ CELL_SIZE = 1500  # vectors per cell: a probe's fixed cost (~0.35 ms) against it
 
 # The next units to embed, found by the index units_todo (a bare `NOT embedded` would scan and sort them all)
 TODO_SQL = "SELECT unit_id, text, digest FROM units WHERE embedded = 0 ORDER BY priority, unit_id LIMIT ?"
+# The units a new vector embeds: by their digest (left to itself the planner may walk units_todo's embedded = 0)
+MARK_SQL = "UPDATE units INDEXED BY units_digest SET embedded = 1 WHERE digest = ? AND embedded = 0"
 
 
 class VectorsUnavailable(RuntimeError):
@@ -306,9 +308,7 @@ class VectorIndex:
                         ids.append(conn.last_insert_rowid())
                     self._insert(conn, ids, data, scale)
                 before = conn.total_changes()
-                conn.executemany(
-                    "UPDATE units SET embedded = 1 WHERE digest = ? AND embedded = 0", [(d,) for d in fresh]
-                )
+                conn.executemany(MARK_SQL, [(d,) for d in fresh])
                 marked = conn.total_changes() - before
             self._scale = scale  # committed: the counters and the scale follow
             self.vectors += len(new)
