@@ -163,7 +163,7 @@ def main() -> None:
         "both, 2/word": lambda q: expand(q, zh, en, 2),
         "both, 4/word": lambda q: expand(q, zh, en, 4),
     }
-    classes = list(dict.fromkeys(c for c, _, _ in QUESTIONS)) + ["all"]
+    classes = [*dict.fromkeys(c for c, _, _ in QUESTIONS), "all"]
     print(f"\n{'bm25 R@5 / MRR':<22}" + "".join(f"{c:>18}" for c in classes))
     for name, fn in variants.items():
         res = score(conn, fn)
