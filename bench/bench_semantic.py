@@ -96,6 +96,16 @@ def _daemon_env(provider: str) -> dict[str, str]:
     return {"MEMORYD_EMBEDDING_PROVIDER": provider, **SETTINGS}
 
 
+def _wait_dictionary(rpc: Rpc, ws: str) -> None:
+    """With search_dictionary on, the first search starts reading CC-CEDICT: wait until it is ready."""
+    rpc.call("search", {"workspace": ws, "query": "warm up", "limit": 1, "mode": "bm25"})
+    start = time.perf_counter()
+    while (state := rpc.call("status", {"workspace": ws})["workspaces"][0].get("dictionary")) == "loading":
+        time.sleep(0.05)
+    if state is not None:
+        print(f"dictionary {state} {time.perf_counter() - start:.2f} s after the first search")
+
+
 def quality(provider: str) -> None:
     work = Path(tempfile.mkdtemp(prefix="mdsq", dir="/tmp"))
     try:
@@ -107,6 +117,7 @@ def quality(provider: str) -> None:
                 entry = rpc.call("remember", {"workspace": ws, "type": "note", "text": text})
                 lines.update(dict.fromkeys(range(entry["start_line"], entry["start_line"] + entry["lines"]), n))
             _wait_embedded(rpc, ws, len(NOTES))
+            _wait_dictionary(rpc, ws)
             classes = sorted({c for c, _, _ in QUESTIONS}, key=[c for c, _, _ in QUESTIONS].index)
             print(f"\n## labelled set: {len(NOTES)} notes, {len(QUESTIONS)} questions, provider {provider}")
             print(f"{'class':<15}{'n':>4}" + "".join(f"{m + ' R@5':>14}{'MRR':>7}" for m in MODES))

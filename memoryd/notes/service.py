@@ -615,6 +615,7 @@ class NotesService:
             or (None if notes.heal_failed is None else f"index file {notes.heal_failed}: the rebuild failed"),
             recommended=recommended,
             vectors=api.VectorStatus.model_validate(self.semantic.status(ws.id)),
+            dictionary=None if self._dictionary is None else self._dictionary.state,
         )
 
 

