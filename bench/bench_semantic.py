@@ -177,6 +177,7 @@ def latency(provider: str, mb: float, rounds: int = 200) -> None:
                 f"\n## {mb:g} MB corpus: {report['chunks']} chunks, {total} passages embedded in {took:.1f} s "
                 f"({total / max(took, 1e-9):.0f} texts/s, model load included)"
             )
+            _wait_dictionary(rpc, ws)
             pid = int(rpc.call("status")["pid"])
             rss = int(Path(f"/proc/{pid}/status").read_text().split("VmRSS:")[1].split()[0]) // 1024
             queries = [t.query for t in targets] or ["why did we turn on flow control?"]
@@ -187,7 +188,7 @@ def latency(provider: str, mb: float, rounds: int = 200) -> None:
                     rpc.call("search", {"workspace": ws, "query": queries[n % len(queries)], "limit": 8, "mode": mode})
                     times.append((time.perf_counter() - started) * 1000)
                 print(f"  {mode:<7} search p50 {pct(times, 0.5):.2f} ms, p99 {pct(times, 0.99):.2f} ms")
-            print(f"  daemon RSS with the model loaded: {rss} MB")
+            print(f"  daemon RSS with the model (and the dictionary, if on) loaded: {rss} MB")
             _cell_recall(next(home.rglob("vectors.sqlite")), queries)
             if KEEP:  # the passages and their vectors, for in-process experiments (bench_vector_scale.py --real)
                 _keep(next(home.rglob("vectors.sqlite")), KEEP / f"passages-{mb:g}mb.sqlite", queries)
