@@ -96,6 +96,16 @@ def _daemon_env(provider: str) -> dict[str, str]:
     return {"MEMORYD_EMBEDDING_PROVIDER": provider, **SETTINGS}
 
 
+def _wait_dictionary(rpc: Rpc, ws: str) -> None:
+    """With search_dictionary on, the first search starts reading CC-CEDICT: wait until it is ready."""
+    rpc.call("search", {"workspace": ws, "query": "warm up", "limit": 1, "mode": "bm25"})
+    start = time.perf_counter()
+    while (state := rpc.call("status", {"workspace": ws})["workspaces"][0].get("dictionary")) == "loading":
+        time.sleep(0.05)
+    if state is not None:
+        print(f"dictionary {state} {time.perf_counter() - start:.2f} s after the first search")
+
+
 def quality(provider: str) -> None:
     work = Path(tempfile.mkdtemp(prefix="mdsq", dir="/tmp"))
     try:
@@ -107,6 +117,7 @@ def quality(provider: str) -> None:
                 entry = rpc.call("remember", {"workspace": ws, "type": "note", "text": text})
                 lines.update(dict.fromkeys(range(entry["start_line"], entry["start_line"] + entry["lines"]), n))
             _wait_embedded(rpc, ws, len(NOTES))
+            _wait_dictionary(rpc, ws)
             classes = sorted({c for c, _, _ in QUESTIONS}, key=[c for c, _, _ in QUESTIONS].index)
             print(f"\n## labelled set: {len(NOTES)} notes, {len(QUESTIONS)} questions, provider {provider}")
             print(f"{'class':<15}{'n':>4}" + "".join(f"{m + ' R@5':>14}{'MRR':>7}" for m in MODES))
@@ -166,6 +177,7 @@ def latency(provider: str, mb: float, rounds: int = 200) -> None:
                 f"\n## {mb:g} MB corpus: {report['chunks']} chunks, {total} passages embedded in {took:.1f} s "
                 f"({total / max(took, 1e-9):.0f} texts/s, model load included)"
             )
+            _wait_dictionary(rpc, ws)
             pid = int(rpc.call("status")["pid"])
             rss = int(Path(f"/proc/{pid}/status").read_text().split("VmRSS:")[1].split()[0]) // 1024
             queries = [t.query for t in targets] or ["why did we turn on flow control?"]
@@ -176,7 +188,7 @@ def latency(provider: str, mb: float, rounds: int = 200) -> None:
                     rpc.call("search", {"workspace": ws, "query": queries[n % len(queries)], "limit": 8, "mode": mode})
                     times.append((time.perf_counter() - started) * 1000)
                 print(f"  {mode:<7} search p50 {pct(times, 0.5):.2f} ms, p99 {pct(times, 0.99):.2f} ms")
-            print(f"  daemon RSS with the model loaded: {rss} MB")
+            print(f"  daemon RSS with the model (and the dictionary, if on) loaded: {rss} MB")
             _cell_recall(next(home.rglob("vectors.sqlite")), queries)
             if KEEP:  # the passages and their vectors, for in-process experiments (bench_vector_scale.py --real)
                 _keep(next(home.rglob("vectors.sqlite")), KEEP / f"passages-{mb:g}mb.sqlite", queries)

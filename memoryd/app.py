@@ -73,6 +73,7 @@ class App:
                 ),
                 fusion=settings.search_fusion,
                 vector_weight=settings.search_vector_weight,
+                dictionary=settings.search_dictionary,
             )
         )
         self.rules = RulesService(

