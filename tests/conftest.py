@@ -134,7 +134,7 @@ def daemon_env(home: Path) -> dict[str, str]:
     # No embedding model in tests that are not about semantic search (tests/test_semantic.py turns it on): loading
     # it costs each daemon a second of CPU and ~150 MB.
     env["MEMORYD_EMBEDDING_PROVIDER"] = "none"
-    # Nor the CC-CEDICT query expansion (~1 s and ~90 MB on a daemon's first search): tests/test_dictionary.py.
+    # Nor the CC-CEDICT query expansion (~1 s and ~50 MB on a daemon's first search): tests/test_dictionary.py.
     env["MEMORYD_SEARCH_DICTIONARY"] = "false"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "client")])
     return env
