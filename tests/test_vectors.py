@@ -234,3 +234,20 @@ def test_the_next_batch_is_found_by_an_index(tmp_path: Path) -> None:
     plan = " ".join(str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + MARK_SQL, ("d1",)))
     conn.close()
     assert "USING INDEX units_digest" in plan
+
+
+def test_an_interrupted_training_changes_nothing(index: VectorIndex, tmp_path: Path) -> None:
+    """The daemon stops during a training (a minute at 700k vectors): it gives up at its next batch, the old cells
+    stay and answer, and a later training (after a reopen) runs."""
+    data = vectors(3000)
+    fill(index, data)
+    assert index.train(16) == 16
+    before = [nearest(index, q, 5) for q in data[:10]]
+    index.interrupt()
+    assert index.train(8) == 0
+    assert index.probes() == 6 and [nearest(index, q, 5) for q in data[:10]] == before
+    index.close()
+    again = VectorIndex(tmp_path / "vectors.sqlite", extension_path())
+    again.open("test-model", DIM)
+    assert again.probes() == 6 and [nearest(again, q, 5) for q in data[:10]] == before
+    assert again.train(8) == 8 and again.probes() == 6 and len(again._layout[1]) == 8

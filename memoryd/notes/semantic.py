@@ -136,6 +136,8 @@ class Semantic:
         self.poke()
 
     async def aclose(self) -> None:
+        for wv in self._by_id.values():  # a training in progress gives up (its cells stay as they were)
+            wv.index.interrupt()
         for wv in list(self._by_id.values()):  # in the worker thread, after the batch in flight is stored
             await self._thread.run(wv.index.close)
         await self._thread.close()
@@ -203,6 +205,8 @@ class Semantic:
         if wv.index.should_train():  # enough vectors that scanning them all is slow: cells (IVF)
             started = time.perf_counter()
             cells = wv.index.train()
+            if not cells:  # interrupted: the daemon is stopping
+                return False
             log.info(
                 "vectors_trained",
                 workspace_id=wv.workspace_id,

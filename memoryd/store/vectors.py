@@ -46,6 +46,10 @@ TODO_SQL = "SELECT unit_id, text, digest FROM units WHERE embedded = 0 ORDER BY 
 MARK_SQL = "UPDATE units INDEXED BY units_digest SET embedded = 1 WHERE digest = ? AND embedded = 0"
 
 
+class _Interrupted(Exception):
+    pass
+
+
 class VectorsUnavailable(RuntimeError):
     """The vector index cannot be used: ``reason`` is stable, ``hint`` says what to do."""
 
@@ -132,6 +136,7 @@ class VectorIndex:
         self._scale = 0.0  # int8 component = round(float component × scale); set by the first vectors stored
         self.trained_at = 0  # how many vectors there were when the cells were trained
         self._removed = False  # units were removed since the last prune: vectors may be orphaned
+        self._interrupted = threading.Event()  # set by interrupt(): a training in progress gives up
 
     def _connect_reader(self) -> apsw.Connection:
         conn = apsw.Connection(str(self.db_path), flags=apsw.SQLITE_OPEN_READONLY)
@@ -182,6 +187,7 @@ class VectorIndex:
             self._writer = conn
             self.model, self.dimension = model, dimension
             self._removed = True  # look for orphans once
+            self._interrupted.clear()
             self._readers.reset(open_after=True)
 
     def _connect_writer(self) -> apsw.Connection:
@@ -196,6 +202,11 @@ class VectorIndex:
             conn.close()
             raise
         return conn
+
+    def interrupt(self) -> None:
+        """Make a training in progress give up (its transaction rolls back; the cells stay as they were): the
+        daemon stops without waiting a minute for 700k vectors to be filed again. Any thread."""
+        self._interrupted.set()
 
     def close(self) -> None:
         with self._write_lock, self._readers.lock.exclusive():
@@ -333,7 +344,8 @@ class VectorIndex:
     def train(self, cells: int | None = None) -> int:
         """Cluster the vectors (spherical k-means on a sample, one cell per CELL_SIZE vectors) and file every
         vector under its nearest centroid in the other vec0 table, which then becomes the current one, in one
-        transaction (searches read the old cells until it commits). Returns the cells."""
+        transaction (searches read the old cells until it commits). Returns the cells, or 0 when
+        :meth:`interrupt` stopped it (nothing changed)."""
         np = _numpy()
         with self._write_lock:
             conn = self._writer
@@ -350,34 +362,44 @@ class VectorIndex:
             centroids = _kmeans(np, sample, cells)
             current = self._layout[0]
             target = "vec_b" if current == "vec_a" else "vec_a"
-            with conn:
-                conn.execute(f"DROP TABLE IF EXISTS {target}")
-                conn.execute(_vec0_ddl(target, self.dimension))
-                conn.execute("DELETE FROM centroids")
-                conn.executemany(
-                    "INSERT INTO centroids(cell, vector) VALUES(?, ?)",
-                    [(n, row.astype("<f4").tobytes()) for n, row in enumerate(centroids)],
-                )
-                source = conn.execute(f"SELECT rowid, embedding FROM {current}")
-                while True:  # in batches: a 50 MB workspace has ~700k vectors
-                    batch = list(itertools.islice(source, 20_000))
-                    if not batch:
-                        break
-                    ids = [int(i) for i, _ in batch]
-                    raw = np.frombuffer(b"".join(bytes(v) for _, v in batch), dtype=np.int8)
-                    raw = raw.reshape(len(batch), self.dimension)
-                    assigned = _cells(centroids, raw.astype("<f4"))  # the scale does not change which is nearest
-                    conn.executemany(
-                        f"INSERT INTO {target}(rowid, cell, embedding) VALUES(?, ?, vec_int8(?))",
-                        [(i, c, row.tobytes()) for i, c, row in zip(ids, assigned, raw, strict=True)],
-                    )
-                conn.execute(f"DROP TABLE {current}")
-                conn.executemany(
-                    "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
-                    [("trained_at", str(count)), ("vec_table", target)],
-                )
+            try:
+                self._refile(conn, centroids, count, current, target)
+            except _Interrupted:
+                return 0
             self._layout, self.trained_at = (target, centroids), count
             return cells
+
+    def _refile(self, conn: apsw.Connection, centroids: Any, count: int, current: str, target: str) -> None:
+        np = _numpy()
+        with conn:
+            conn.execute(f"DROP TABLE IF EXISTS {target}")
+            conn.execute(_vec0_ddl(target, self.dimension))
+            conn.execute("DELETE FROM centroids")
+            conn.executemany(
+                "INSERT INTO centroids(cell, vector) VALUES(?, ?)",
+                [(n, row.astype("<f4").tobytes()) for n, row in enumerate(centroids)],
+            )
+            source = conn.execute(f"SELECT rowid, embedding FROM {current}")
+            while True:  # in batches: a 50 MB workspace has ~700k vectors
+                batch = list(itertools.islice(source, 20_000))
+                if not batch:
+                    break
+                if self._interrupted.is_set():
+                    source.close()
+                    raise _Interrupted  # the transaction rolls back
+                ids = [int(i) for i, _ in batch]
+                raw = np.frombuffer(b"".join(bytes(v) for _, v in batch), dtype=np.int8)
+                raw = raw.reshape(len(batch), self.dimension)
+                assigned = _cells(centroids, raw.astype("<f4"))  # the scale does not change which is nearest
+                conn.executemany(
+                    f"INSERT INTO {target}(rowid, cell, embedding) VALUES(?, ?, vec_int8(?))",
+                    [(i, c, row.tobytes()) for i, c, row in zip(ids, assigned, raw, strict=True)],
+                )
+            conn.execute(f"DROP TABLE {current}")
+            conn.executemany(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
+                [("trained_at", str(count)), ("vec_table", target)],
+            )
 
     def _read(self, conn: apsw.Connection, ids: list[int]) -> Any:
         """The vectors of ``ids`` as float rows (int8 / scale), in that order."""

@@ -16,9 +16,9 @@ import gzip
 import importlib.util
 import re
 import threading
-from sys import intern
 from collections import defaultdict
 from pathlib import Path
+from sys import intern
 
 from memoryd.text import textindex
 
