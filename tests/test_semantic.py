@@ -43,6 +43,8 @@ class FakeEmbeddings:
         self.texts: list[str] = []
         self.gate = threading.Event()
         self.gate.set()
+        self.refuse: set[str] = set()  # a request with a text saying one of these is answered 400
+        self.nan: set[str] = set()  # a text saying one of these gets a vector of NaN
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -51,6 +53,11 @@ class FakeEmbeddings:
                 texts = body["input"]
                 if texts != ["dimension probe"]:
                     fake.gate.wait(30)
+                    if any(word in t for t in texts for word in fake.refuse):  # as a server does a text too long
+                        self.send_response(400)
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
                     fake.texts.extend(texts)
                 data = [{"index": i, "embedding": fake.vector(t)} for i, t in enumerate(texts)]
                 reply = json.dumps({"data": data, "model": body["model"]}).encode()
@@ -69,6 +76,8 @@ class FakeEmbeddings:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
     def vector(self, text: str) -> list[float]:
+        if any(word in text for word in self.nan):
+            return [math.nan] * self.dimension
         out = [0.0] * self.dimension
         for word in re.findall(r"\w+", text.lower()):
             out[int(hashlib.sha256(word.encode()).hexdigest(), 16) % self.dimension] += 1.0
@@ -270,6 +279,36 @@ def test_openai_compatible_provider_embeds_each_text_once(
     d.call("remember", {"workspace": ws, "type": "decision", "text": "kilo lima mike"})  # followed after the rebuild
     embedded(d, ws, total=4)
     assert passages(fake)[3:] == ["- kilo lima mike"]
+
+
+def test_texts_the_endpoint_refuses_are_set_aside_not_retried_for_ever(
+    started: list[Daemon], home: Path, fake: FakeEmbeddings
+) -> None:
+    """One text an endpoint answers with a 400 (too long for its model, say) or with NaN must not hold up the
+    rest of the backlog: it is refused (BM25 still finds it), the others are embedded, and a changed text is tried
+    again."""
+    fake.refuse, fake.nan = {"zulu"}, {"yankee"}
+    d = start(started, home, **endpoint(fake))
+    path, ws = add_workspace(d, ["alpha bravo", "zulu xray", "charlie delta", "yankee whiskey", "echo foxtrot"])
+    status = wait_for(lambda: (v := vectors(d, ws))["refused"] == 2 and v["embedded"] == v["total"] == 3 and v)
+    assert status["progress"] == 1.0 and status.get("problem") is None
+    shown = d.memoryctl("status", "--workspace", ws).stdout  # as a user reads it
+    assert "3 of 3 passages embedded (100%)" in shown and "2 refused by the provider (BM25 only)" in shown
+    # answered: the batch (400), then one by one — all but zulu's (400); yankee's with NaN
+    assert sorted(passages(fake)) == ["- alpha bravo", "- charlie delta", "- echo foxtrot", "- yankee whiskey"]
+    result = search(d, ws, "echo foxtrot", limit=3)
+    assert result.get("degraded") is None and result["hits"][0]["snippet"] == "- **echo** **foxtrot**"
+    assert search(d, ws, "zulu", limit=1)["hits"][0]["snippet"] == "- **zulu** xray"  # BM25 finds it
+    # more entries: the file's passages are made again, the refused texts are not sent again
+    sent = len(fake.texts)
+    d.call("remember", {"workspace": ws, "type": "decision", "text": "golf hotel"})
+    wait_for(lambda: vectors(d, ws)["embedded"] == 4)
+    assert fake.texts[sent:] == ["- golf hotel"] and vectors(d, ws)["refused"] == 2
+    # the endpoint takes it now and the text changes: tried again
+    fake.refuse = set()
+    daily = next((path / "memory").glob("20*.md"))
+    daily.write_text(daily.read_text(encoding="utf-8").replace("zulu xray", "zulu xray two"), encoding="utf-8")
+    wait_for(lambda: (v := vectors(d, ws))["refused"] == 1 and v["embedded"] == 5)
 
 
 def test_bm25_never_waits_for_the_backlog(started: list[Daemon], home: Path, fake: FakeEmbeddings) -> None:

@@ -366,9 +366,10 @@ def _vectors_line(v: dict[str, Any]) -> str:
     if problem:
         return f"vectors: not used ({problem.get('reason')}): {problem.get('hint', '')}"
     rate = f", {v['texts_per_s']:.0f} texts/s" if v.get("texts_per_s") else ""
+    refused = f"; {v['refused']:,} refused by the provider (BM25 only)" if v.get("refused") else ""
     return (
         f"vectors: {v.get('provider')} ({v.get('dimension')} dims), {v['embedded']:,} of {v['total']:,} passages "
-        f"embedded ({v.get('progress', 0):.0%}){rate}"
+        f"embedded ({v.get('progress', 0):.0%}){rate}{refused}"
     )
 
 

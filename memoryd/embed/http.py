@@ -42,6 +42,18 @@ class OpenAICompatible:
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as reply:
                 raw = reply.read(MAX_REPLY_BYTES + 1)
+        except urllib.error.HTTPError as exc:
+            if 400 <= exc.code < 500 and exc.code not in (401, 403, 404, 408, 429):
+                raise EmbeddingUnavailable(  # this input: too long for the model, a character it cannot take
+                    "embedding_text_refused",
+                    f"{self.url}: HTTP {exc.code}",
+                    "The text is left to BM25; a changed text is tried again.",
+                ) from exc
+            raise EmbeddingUnavailable(
+                "embedding_endpoint_unreachable",
+                f"{self.url}: HTTP {exc.code}",
+                "Start the embedding server, or set embedding_provider to use-m3 (bundled).",
+            ) from exc
         except (urllib.error.URLError, OSError, ValueError) as exc:
             raise EmbeddingUnavailable(
                 "embedding_endpoint_unreachable",
@@ -55,6 +67,8 @@ class OpenAICompatible:
             vectors = [[float(x) for x in item["embedding"]] for item in data]
             if len(vectors) != len(texts) or not vectors[0] or any(len(v) != len(vectors[0]) for v in vectors):
                 raise ValueError("wrong number or size of vectors")
+            if not all(math.isfinite(x) for v in vectors for x in v):  # JSON's NaN and Infinity parse as floats
+                raise ValueError("a vector that is not a number")
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise EmbeddingUnavailable(
                 "embedding_endpoint_invalid",

@@ -99,7 +99,12 @@ class VectorStatus(Wire):
     model: str | None
     dimension: int | None
     embedded: int = Field(description="Passages with a vector.")
-    total: int = Field(description="Passages in all; total - embedded is the backlog.")
+    total: int = Field(description="Passages to embed, in all; total - embedded is the backlog.")
+    refused: int = Field(
+        default=0,
+        description="Passages whose text the provider refused (an endpoint's 4xx, a vector that is not a number): "
+        "found by BM25 only; a changed text is tried again.",
+    )
     progress: float = Field(description="embedded / total (0-1).")
     texts_per_s: float | None = Field(default=None, description="The embedding rate of the last batch.")
     problem: Degraded | None = Field(default=None, description="Why vectors are not used now (search says so too).")

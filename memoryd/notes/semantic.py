@@ -199,8 +199,11 @@ class Semantic:
             wv.index.prune_cache()
             return False
         started = time.perf_counter()
-        vectors = provider.encode([text for _, text, _ in todo])
-        wv.index.store([(unit_id, d, v) for (unit_id, _, d), v in zip(todo, vectors, strict=True)])
+        done, refused = self._embed(provider, todo)
+        wv.index.store(done)
+        if refused:
+            wv.index.refuse(refused)
+            log.warning("embedding_refused", workspace_id=wv.workspace_id, passages=len(refused))
         self.rate = len(todo) / max(time.perf_counter() - started, 1e-6)
         if wv.index.should_train():  # enough vectors that scanning them all is slow: cells (IVF)
             started = time.perf_counter()
@@ -215,6 +218,37 @@ class Semantic:
                 ms=round((time.perf_counter() - started) * 1000, 1),
             )
         return True
+
+    @staticmethod
+    def _embed(
+        provider: Provider, todo: list[tuple[int, str, str]]
+    ) -> tuple[list[tuple[int, str, bytes]], list[tuple[int, str]]]:
+        """Vectors for a batch: (unit id, digest, vector) embedded, (unit id, digest) refused. When the batch
+        fails, its texts are tried one by one, and those the provider fails on while it embeds others (or the
+        probe text) are refused: one text an endpoint answers with a 4xx or NaN must not hold the backlog up for
+        ever. A provider that is down (unreachable) raises: the batch waits."""
+        try:
+            vectors = provider.encode([text for _, text, _ in todo])
+            return [(unit_id, d, v) for (unit_id, _, d), v in zip(todo, vectors, strict=True)], []
+        except EmbeddingUnavailable as exc:
+            if exc.reason == "embedding_endpoint_unreachable":
+                raise
+        except Exception:  # a local model failing on some input
+            pass
+        done: list[tuple[int, str, bytes]] = []
+        failed: list[tuple[int, str]] = []
+        for unit_id, text, d in todo:
+            try:
+                done.append((unit_id, d, provider.encode([text])[0]))
+            except EmbeddingUnavailable as exc:
+                if exc.reason == "embedding_endpoint_unreachable":
+                    raise
+                failed.append((unit_id, d))
+            except Exception:
+                failed.append((unit_id, d))
+        if failed and not done:
+            provider.encode(["dimension probe"])  # raises when the provider is what fails, not these texts
+        return done, failed
 
     def _follow(self, wv: WorkspaceVectors) -> None:
         """Bring the units in step with the text index's files (by their sha256)."""
@@ -269,6 +303,7 @@ class Semantic:
             "dimension": None if self.provider is None else self.provider.dimension,
             "embedded": embedded,
             "total": total,
+            "refused": 0 if wv is None else wv.index.refused,
             "progress": round(embedded / total, 4) if total else (1.0 if wv is not None and wv.index.is_open else 0.0),
             "texts_per_s": None if self.rate is None else round(self.rate, 1),
             "problem": None if problem is None else {"reason": problem.reason, "hint": problem.hint},

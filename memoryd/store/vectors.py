@@ -128,7 +128,8 @@ class VectorIndex:
         self.dimension = 0
         self.model = ""
         self.embedded = 0  # units with a vector: kept current by every write
-        self.total = 0
+        self.total = 0  # units that can have one (all but the refused)
+        self.refused = 0  # units whose text the provider refused (see refuse)
         self.vectors = 0  # rows of the vec0 table (distinct texts, some of them no unit's any more)
         # the current vec0 table and its cells' centroids (numpy (cells, dimension); None: one cell, exact
         # search), swapped as one: training fills the other table, then switches
@@ -171,8 +172,8 @@ class VectorIndex:
                     _create(conn, model, dimension)
                     stored = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
                 self._scale = float(stored.get("int8_scale", "0"))
-                self.embedded = _scalar(conn, "SELECT count(*) FROM units WHERE embedded = 1")
-                self.total = _scalar(conn, "SELECT count(*) FROM units")
+                conn.execute("CREATE TABLE IF NOT EXISTS refused(digest TEXT PRIMARY KEY)")
+                self._count(conn)
                 self.vectors = _scalar(conn, "SELECT count(*) FROM cache")
                 centroids, self.trained_at = _load_centroids(conn, dimension)
                 self._layout = (stored.get("vec_table", "vec_a"), centroids)
@@ -220,7 +221,7 @@ class VectorIndex:
         """Close and delete the file (and its WAL): the next ``open`` starts empty."""
         self.close()
         self._unlink()
-        self.embedded = self.total = self.vectors = 0
+        self.embedded = self.total = self.refused = self.vectors = 0
 
     def _unlink(self) -> None:
         for suffix in ("", "-wal", "-shm", "-journal"):
@@ -260,8 +261,9 @@ class VectorIndex:
                 )
                 conn.executemany(
                     "INSERT INTO units(path, start_line, lines, heading, section_start, section_lines, text, digest, "
-                    "priority, embedded) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                    "EXISTS(SELECT 1 FROM cache WHERE cache.digest = ?8))",
+                    "priority, embedded) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, CASE "
+                    "WHEN EXISTS(SELECT 1 FROM cache WHERE cache.digest = ?8) THEN 1 "
+                    "WHEN EXISTS(SELECT 1 FROM refused WHERE refused.digest = ?8) THEN 2 ELSE 0 END)",
                     [
                         (
                             u.path,
@@ -278,8 +280,27 @@ class VectorIndex:
                         for u in units
                     ],
                 )
-                self.embedded = _scalar(conn, "SELECT count(*) FROM units WHERE embedded = 1")
-                self.total = _scalar(conn, "SELECT count(*) FROM units")
+                self._count(conn)
+
+    def _count(self, conn: apsw.Connection) -> None:
+        counts = {int(e): int(n) for e, n in conn.execute("SELECT embedded, count(*) FROM units GROUP BY embedded")}
+        self.embedded, self.refused = counts.get(1, 0), counts.get(2, 0)
+        self.total = self.embedded + counts.get(0, 0)
+
+    def refuse(self, items: list[tuple[int, str]]) -> None:
+        """Units (unit id, digest) whose text the provider will not embed (an endpoint's 4xx, a vector that is not
+        a number): set aside, and any unit with the same text, so that the backlog goes on. A changed text is a
+        new digest and is tried again; so is everything after ``drop`` (a new model)."""
+        with self._write_lock:
+            conn = self._writer
+            assert conn is not None
+            with conn:
+                conn.executemany("INSERT OR IGNORE INTO refused(digest) VALUES(?)", [(d,) for _, d in items])
+                conn.executemany(
+                    "UPDATE units INDEXED BY units_digest SET embedded = 2 WHERE digest = ? AND embedded = 0",
+                    [(d,) for _, d in items],
+                )
+                self._count(conn)
 
     def todo(self, limit: int) -> list[tuple[int, str, str]]:
         """Up to ``limit`` units not embedded yet, most wanted first: (unit id, text, digest)."""
@@ -581,6 +602,7 @@ def _create(conn: apsw.Connection, model: str, dimension: int) -> None:
             CREATE INDEX units_todo ON units(embedded, priority, unit_id);
             CREATE INDEX units_digest ON units(digest);
             CREATE TABLE cache(vector_id INTEGER PRIMARY KEY, digest TEXT NOT NULL UNIQUE);
+            CREATE TABLE refused(digest TEXT PRIMARY KEY);
             CREATE TABLE centroids(cell INTEGER PRIMARY KEY, vector BLOB NOT NULL);
             """
         )
