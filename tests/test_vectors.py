@@ -251,3 +251,18 @@ def test_an_interrupted_training_changes_nothing(index: VectorIndex, tmp_path: P
     again.open("test-model", DIM)
     assert again.probes() == 6 and [nearest(again, q, 5) for q in data[:10]] == before
     assert again.train(8) == 8 and again.probes() == 6 and len(again._layout[1]) == 8
+
+
+def test_a_damaged_file_is_unusable_not_a_crash(tmp_path: Path) -> None:
+    """A vectors file overwritten with something else: open says why (and how to rebuild), and drop + open starts
+    again."""
+    path = tmp_path / "vectors.sqlite"
+    path.write_bytes(b"this is not a database\n" * 400)
+    index = VectorIndex(path, extension_path())
+    with pytest.raises(VectorsUnavailable) as info:
+        index.open("test-model", DIM)
+    assert info.value.reason == "vector_index_unusable" and "--rebuild-vectors" in info.value.hint
+    index.drop()
+    index.open("test-model", DIM)
+    fill(index, vectors(3))
+    assert index.embedded == 3

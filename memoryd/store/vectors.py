@@ -154,7 +154,12 @@ class VectorIndex:
         migrated in place, its vectors kept; an older one is started again (its texts are embedded anew)."""
         with self._write_lock:
             self.db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            conn = self._connect_writer()
+            try:
+                conn = self._connect_writer()
+            except apsw.Error as exc:  # not a database (overwritten, truncated), unreadable
+                raise VectorsUnavailable(
+                    "vector_index_unusable", f"{self.db_path}: {type(exc).__name__}: {exc}", REBUILD_HINT
+                ) from exc
             try:
                 stored = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
                 if stored and stored.get("schema_version") not in (str(SCHEMA_VERSION), "3"):
