@@ -439,7 +439,7 @@ class VectorIndex:
         return data.reshape(-1, self.dimension).astype("<f4") / np.float32(self._scale or 1.0)
 
     def probes(self) -> int:
-        """Cells a search looks in: a quarter of them, 6 to 32 (each costs ~0.35 ms of setup whatever its size)."""
+        """Cells a search looks in: a quarter of them, 6 to 32 (a probe of ~1,500 int8 vectors costs ~0.7 ms)."""
         centroids = self._layout[1]
         if centroids is None:
             return 1
