@@ -294,8 +294,9 @@ def test_texts_the_endpoint_refuses_are_set_aside_not_retried_for_ever(
     assert status["progress"] == 1.0 and status.get("problem") is None
     shown = d.memoryctl("status", "--workspace", ws).stdout  # as a user reads it
     assert "3 of 3 passages embedded (100%)" in shown and "2 refused by the provider (BM25 only)" in shown
-    # answered: the batch (400), then one by one — all but zulu's (400); yankee's with NaN
-    assert sorted(passages(fake)) == ["- alpha bravo", "- charlie delta", "- echo foxtrot", "- yankee whiskey"]
+    # answered (a batch, then its texts one by one; how the remembers fall into batches varies): all but zulu,
+    # yankee with NaN
+    assert set(passages(fake)) == {"- alpha bravo", "- charlie delta", "- echo foxtrot", "- yankee whiskey"}
     result = search(d, ws, "echo foxtrot", limit=3)
     assert result.get("degraded") is None and result["hits"][0]["snippet"] == "- **echo** **foxtrot**"
     assert search(d, ws, "zulu", limit=1)["hits"][0]["snippet"] == "- **zulu** xray"  # BM25 finds it
