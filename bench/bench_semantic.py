@@ -7,7 +7,7 @@ says), ``cross-lingual`` (an English question for a Chinese note or the reverse:
 ``paraphrase`` (the same language, other words). Each question has one right note. A real daemon stores the notes
 with ``remember``, embeds them with the configured provider, and answers every question through ``search``.
 
-    .venv/bin/python bench/bench_semantic.py [--provider use-m3] [--latency-mb 0,2,50]
+    .venv/bin/python bench/bench_semantic.py [--provider use-m3] [--latency-mb 0,2,50] [--keep DIR] [--setting K=V]
 """
 
 from __future__ import annotations
