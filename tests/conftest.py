@@ -148,6 +148,16 @@ def home() -> Iterator[Path]:
 
 
 @pytest.fixture
+def started() -> Iterator[list[Daemon]]:
+    """Daemons a test starts with settings of its own (append them): stopped when it ends."""
+    daemons: list[Daemon] = []
+    yield daemons
+    for d in daemons:
+        if d.proc is not None and d.proc.poll() is None:
+            d.stop()
+
+
+@pytest.fixture
 def daemon_factory(home: Path) -> Iterator[Any]:
     started: list[Daemon] = []
 

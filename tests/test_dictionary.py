@@ -3,7 +3,6 @@ through a real daemon; with ``search_dictionary`` off it does not."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,15 +17,6 @@ NOTES = [
     "The Bluetooth pairing fails on Android 14 unless location permission is granted",
     "Logs older than 30 days are moved to cold storage by the nightly job",
 ]
-
-
-@pytest.fixture
-def started() -> Iterator[list[Daemon]]:
-    daemons: list[Daemon] = []
-    yield daemons
-    for d in daemons:
-        if d.proc is not None and d.proc.poll() is None:
-            d.stop()
 
 
 def start(started: list[Daemon], home: Path, setting: str) -> tuple[Daemon, str]:

@@ -96,15 +96,6 @@ def fake() -> Iterator[FakeEmbeddings]:
     server.close()
 
 
-@pytest.fixture
-def started() -> Iterator[list[Daemon]]:
-    daemons: list[Daemon] = []
-    yield daemons
-    for d in daemons:
-        if d.proc is not None and d.proc.poll() is None:
-            d.stop()
-
-
 def start(started: list[Daemon], home: Path, **settings: str) -> Daemon:
     env = daemon_env(home)
     env.pop("MEMORYD_EMBEDDING_PROVIDER")
