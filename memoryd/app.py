@@ -10,7 +10,7 @@ import anyio
 import anyio.abc
 import structlog
 
-from memoryd import __version__
+from memoryd import __version__, fsio
 from memoryd import log as logsetup
 from memoryd.config import Settings
 from memoryd.context.service import ContextService, ContextSettings
@@ -46,7 +46,7 @@ class App:
         self.started = time.monotonic()
         self.pid = os.getpid()
         for directory in (settings.dirs.config, settings.dirs.state):
-            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fsio.make_private_dir(directory)
         self.owner = OwnerToken(settings.dirs.owner_token)
         self.registry = Registry(settings.dirs.registry)
         self.dispatcher = build_dispatcher()

@@ -15,12 +15,13 @@ import socket
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import anyio
 import anyio.abc
 import structlog
 
+from memoryd import fsio
 from memoryd.config import Settings
 from memoryd.rpc import error_line
 from memoryd.transport import Connection, serve_connection
@@ -44,15 +45,15 @@ class InstanceLock:
 
     lock_path: Path
     pid_path: Path
-    _file: IO[str] | None = None
+    _file: int | None = None
 
     def acquire(self) -> None:
-        self.lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        handle = open(self.lock_path, "a+", encoding="ascii")  # noqa: SIM115 - held for the daemon's lifetime
+        fsio.make_private_dir(self.lock_path.parent)
+        handle = fsio.open_lock_file(self.lock_path)  # held for the daemon's lifetime
         try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            handle.close()
+            os.close(handle)
             pid = "?"
             with contextlib.suppress(OSError):
                 pid = self.pid_path.read_text(encoding="ascii").strip() or "?"
@@ -61,17 +62,15 @@ class InstanceLock:
                 "stop it first or use another MEMORYD_HOME"
             ) from None
         self._file = handle
-        tmp = self.pid_path.with_suffix(".pid.tmp")
-        tmp.write_text(f"{os.getpid()}\n", encoding="ascii")
-        os.replace(tmp, self.pid_path)
+        fsio.atomic_write(self.pid_path, f"{os.getpid()}\n".encode("ascii"), durable=False)
 
     def release(self) -> None:
         if self._file is None:
             return
         with contextlib.suppress(FileNotFoundError):
             if self.pid_path.read_text(encoding="ascii").strip() == str(os.getpid()):
-                self.pid_path.unlink()
-        self._file.close()
+                fsio.remove(self.pid_path)
+        os.close(self._file)
         self._file = None
 
 
@@ -96,15 +95,8 @@ def systemd_socket() -> socket.socket | None:
 def _prepare_dir(directory: Path) -> None:
     """The socket's directory: created private (0700) when missing; an existing one is never changed (it may be
     $HOME or /tmp), only checked: it must belong to us, and a group/world-writable one is logged."""
-    try:
-        directory.mkdir(mode=0o700)
-    except FileExistsError:
-        pass
-    except FileNotFoundError:
-        directory.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        directory.mkdir(mode=0o700)
-        os.chmod(directory, 0o700)  # mkdir's mode went through the umask
-    else:
+    if not os.path.lexists(directory):
+        fsio.make_private_dir(directory)
         os.chmod(directory, 0o700)  # mkdir's mode went through the umask
         return
     info = directory.stat()
@@ -137,7 +129,7 @@ def bind_socket(path: Path) -> socket.socket:
             if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
                 raise StartupError(f"cannot probe existing socket {path}: {exc.strerror}") from exc
             log.info("stale_socket_replaced", socket=str(path))
-            path.unlink()
+            fsio.remove(path)
         else:
             raise StartupError(f"another memoryd is answering on {path}")
         finally:

@@ -30,7 +30,7 @@ from xml.sax.saxutils import escape as _xml_escape
 
 from memoryctl.paths import SOCKET_NAME, resolve_dirs, socket_path
 
-from memoryd.fsio import atomic_write
+from memoryd.fsio import atomic_write, make_private_dir
 
 LABEL = "dev.memoryd.memoryd"
 SYSTEMD_UNITS = ("memoryd.socket", "memoryd.service")
@@ -303,7 +303,7 @@ def install_service(
     try:
         if platform == "darwin":
             # launchd opens the log before memoryd starts, and does not create its directory.
-            log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            make_private_dir(log_file.parent)
         for unit in units:
             state, backup = _install_one(unit)
             changed = changed or state != "unchanged"

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from memoryd.errors import AppError
-from memoryd.fsio import atomic_write
+from memoryd.fsio import atomic_write, make_dirs, make_private_dir
 
 
 def workspace_id(real_path: Path) -> str:
@@ -94,7 +94,7 @@ class OwnerToken:
                 os.chmod(self.path, 0o600)
             return value
         value = secrets.token_hex(32)
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dir(self.path.parent)
         atomic_write(self.path, (value + "\n").encode("ascii"), mode=0o600)
         return value
 
@@ -161,7 +161,7 @@ class Registry:
                     "and not inside another workspace's memory/, spec/memory/, data/memory/ or runs/ tree.",
                 )
             try:
-                (real / "memory").mkdir(exist_ok=True)
+                make_dirs(real / "memory")  # an existing memory/ (a symlink inside it too) is left as it is
             except OSError as exc:
                 raise AppError("MEMORY_WRITE_FAILED", f"Cannot create memory/: {exc.strerror}") from exc
             if existing is not None:

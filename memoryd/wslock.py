@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 import structlog
 
-from memoryd.fsio import FileTooLarge, NotRegularFile, read_regular
+from memoryd.fsio import FileTooLarge, NotRegularFile, open_lock_file, read_regular
 
 log = structlog.get_logger("memoryd.wslock")
 
@@ -46,6 +46,7 @@ class Holder:
 class WorkspaceLock:
     def __init__(self, root: Path, me: dict[str, Any]) -> None:
         """``me``: what the holder notes in the file (pid, socket, home); ``since`` is added when it takes it."""
+        self.root = root
         self.path = root / LOCK_REL
         self._me = me
         self._fd: int | None = None
@@ -65,8 +66,7 @@ class WorkspaceLock:
                 log.warning("workspace_lock_file_replaced", path=str(self.path))
                 self._close()
             try:
-                self.path.parent.mkdir(exist_ok=True)
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+                fd = open_lock_file(self.path, root=self.root)
             except OSError as exc:
                 log.warning("workspace_lock_open_failed", path=str(self.path), error=exc.strerror)
                 return False
@@ -96,7 +96,7 @@ class WorkspaceLock:
     def holder(self) -> Holder:
         """Who wrote the lock file last (the holder, or the last holder when the lock is free)."""
         try:
-            raw: Any = orjson.loads(read_regular(self.path, _MAX_BYTES))
+            raw: Any = orjson.loads(read_regular(self.path, _MAX_BYTES, root=self.root))
         except (OSError, NotRegularFile, FileTooLarge, orjson.JSONDecodeError):
             raw = {}
         if not isinstance(raw, dict):

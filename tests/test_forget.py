@@ -71,20 +71,49 @@ def test_forget_hides_an_entry_keeps_it_for_audit_and_restore_brings_it_back(
     assert not any("ERR_UART_TIMEOUT_0x3F" in s for s in found(daemon, ws, "ERR_UART_TIMEOUT_0x3F"))
 
 
-def test_restore_refuses_a_file_changed_since_and_names_the_later_change(
-    daemon: Daemon, workspace: tuple[Path, str]
-) -> None:
+def test_restores_of_independent_forgets_do_not_conflict(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    """Forget X, then Y: X's forget is restored alone (Y stays forgotten), in either order, and each restore is
+    undone on its own too. Before, only the latest forget could be restored (MEMORY_CONFLICT)."""
     _, ws = workspace
     a = remember(daemon, ws, "alpha note")
     b = remember(daemon, ws, "bravo note")
     first = daemon.call("forget", {"workspace": ws, "id": a["id"]})
     second = daemon.call("forget", {"workspace": ws, "id": b["id"]})
+    back_a = daemon.call("restore", {"workspace": ws, "run_id": first["run_id"]})
+    assert found(daemon, ws, "alpha") and not found(daemon, ws, "bravo")
+    daemon.call("restore", {"workspace": ws, "run_id": second["run_id"]})
+    assert found(daemon, ws, "alpha") and found(daemon, ws, "bravo")
+    daemon.call("restore", {"workspace": ws, "run_id": back_a["run_id"]})  # alpha forgotten again, bravo kept
+    assert not found(daemon, ws, "alpha") and found(daemon, ws, "bravo")
+    again = daemon.call("restore", {"workspace": ws, "run_id": first["run_id"]})  # its forget is in force again
+    assert again["restored"] == first["run_id"] and found(daemon, ws, "alpha")
+
+
+def test_a_second_restore_of_the_same_run_says_already_restored(
+    daemon: Daemon, workspace: tuple[Path, str]
+) -> None:
+    _, ws = workspace
+    forgot = daemon.call("forget", {"workspace": ws, "id": remember(daemon, ws, "alpha note")["id"]})
+    restored = daemon.call("restore", {"workspace": ws, "run_id": forgot["run_id"]})
+    with pytest.raises(RemoteError) as info:
+        daemon.call("restore", {"workspace": ws, "run_id": forgot["run_id"]})
+    assert info.value.name == "MEMORY_CONFLICT" and "already restored" in str(info.value)
+    assert restored["run_id"] in str(info.value) and f"restore {restored['run_id']}" in (info.value.hint or "")
+    assert found(daemon, ws, "alpha")  # nothing changed
+
+
+def test_restore_refuses_a_file_changed_since_and_names_the_later_change(
+    daemon: Daemon, workspace: tuple[Path, str]
+) -> None:
+    root, ws = workspace
+    first = compiled(daemon, ws, rule(observe(daemon, ws)))
+    second = compiled(daemon, ws, rule(observe(daemon, ws, "again"), priority=20))
     with pytest.raises(RemoteError) as info:
         daemon.call("restore", {"workspace": ws, "run_id": first["run_id"]})
     assert info.value.name == "MEMORY_CONFLICT" and second["run_id"] in (info.value.hint or "")
     daemon.call("restore", {"workspace": ws, "run_id": second["run_id"]})
     daemon.call("restore", {"workspace": ws, "run_id": first["run_id"]})
-    assert found(daemon, ws, "alpha") and found(daemon, ws, "bravo")
+    assert not (root / PROFILE).exists()
 
 
 def test_restore_undoes_a_compile_apply(daemon: Daemon, workspace: tuple[Path, str]) -> None:

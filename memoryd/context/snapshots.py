@@ -75,7 +75,7 @@ class SnapshotStore:
     def save(self, name: str, stable: StableContext, now: float | None = None) -> None:
         now = time.time() if now is None else now
         data = {"v": VERSION, "created": now, "stable": stable.model_dump(mode="json", exclude={"snapshot"})}
-        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fsio.make_private_dir(self.directory)
         fsio.atomic_write(self._path(name), orjson.dumps(data), mode=0o600, durable=False)
         self._prune(now, keep=name)
 

@@ -28,7 +28,7 @@ from typing import Any
 import structlog
 
 from memoryd.errors import AppError
-from memoryd.fsio import ChangedMeanwhile, NotRegularFile, append_block, confine, read_range
+from memoryd.fsio import ChangedMeanwhile, NotRegularFile, append_block, confine, make_dirs, read_range
 from memoryd.notes import daily
 from memoryd.store.index import NoteIndex
 from memoryd.text import chunker
@@ -277,7 +277,7 @@ class Writer:
         rel = f"memory/{now.strftime('%Y-%m-%d')}.md"
         if create:
             try:
-                memory_dir.mkdir(exist_ok=True)
+                make_dirs(memory_dir, root=self.root)
             except OSError as exc:
                 raise AppError("MEMORY_WRITE_FAILED", f"Cannot create memory/: {exc.strerror}") from exc
         target = confine(self.root, rel)

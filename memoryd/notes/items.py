@@ -57,7 +57,7 @@ def record(root: Path, entries: list[dict[str, Any]], created_at: str) -> None:
         for e in entries
     )
     if lines:
-        append_line(root / ITEMS_FILE, lines[:-1])
+        append_line(root / ITEMS_FILE, lines[:-1], root=root)
 
 
 def load(root: Path) -> dict[str, dict[str, Any]]:
@@ -65,7 +65,7 @@ def load(root: Path) -> dict[str, dict[str, Any]]:
     that is torn or not an object is skipped (and logged)."""
     items: dict[str, dict[str, Any]] = {}
     skipped = 0
-    for line in _read(root / ITEMS_FILE).splitlines():
+    for line in _read(root, ITEMS_FILE).splitlines():
         try:
             raw = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -102,7 +102,7 @@ def forgotten(root: Path) -> dict[str, dict[str, Any]]:
         return cached[1]
     data: dict[str, dict[str, Any]] = {}
     with contextlib.suppress(orjson.JSONDecodeError, ValueError):
-        raw = orjson.loads(_read(path) or b"{}")
+        raw = orjson.loads(_read(root, FORGOTTEN_FILE) or b"{}")
         if isinstance(raw, dict):
             data = {str(k): v for k, v in raw.items() if isinstance(v, dict)}
     if len(_FORGOTTEN) > 1024:
@@ -135,11 +135,12 @@ def hidden(root: Path) -> dict[str, set[tuple[str, str]]]:
     return out
 
 
-def _read(path: Path) -> bytes:
+def _read(root: Path, rel: str) -> bytes:
+    """A sidecar's bytes (no symlink followed: a cloned repository's link to elsewhere reads as nothing)."""
     try:
-        return read_regular(path, READ_MAX_BYTES)
-    except FileNotFoundError:
+        return read_regular(root / rel, READ_MAX_BYTES, root=root)
+    except (FileNotFoundError, NotADirectoryError):
         return b""
     except (NotRegularFile, FileTooLarge, OSError) as exc:
-        log.warning("items_file_refused", file=path.name, error=type(exc).__name__)
+        log.warning("items_file_refused", file=rel, error=type(exc).__name__)
         return b""

@@ -88,7 +88,7 @@ def prepare(settings: RulesSettings, wr: WorkspaceRules, p: m.PrepareParams) -> 
         selected.append(obs)
     if not selected:
         if p.restart:
-            atomic_write(root / comp.STATE_FILE, comp.dump_state(state))
+            atomic_write(root / comp.STATE_FILE, comp.dump_state(state), root=root)
         return {"request_id": None, "path": None, "observation_count": 0, "remaining": 0, "resumed": False}
     chunks: list[list[Observation]] = [[]]
     size = 0
@@ -118,7 +118,7 @@ def prepare(settings: RulesSettings, wr: WorkspaceRules, p: m.PrepareParams) -> 
         state["requests"][rid] = record
         written = _request(settings, wr, rid, record)
         first = first or written
-    atomic_write(root / comp.STATE_FILE, comp.dump_state(state))
+    atomic_write(root / comp.STATE_FILE, comp.dump_state(state), root=root)
     assert first is not None
     log.info("compile_prepared", workspace_id=wr.ws.id, observations=len(selected), requests=len(chunks))
     return _prepared(first[0], first[1], len(chunks) - 1, resumed=False)
@@ -151,7 +151,7 @@ def _request(
     )
     rel = f"{REQUESTS_DIR}/{rid}/compile_request.json"
     data = request.model_dump(mode="json", exclude_none=True)
-    atomic_write(wr.root / rel, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+    atomic_write(wr.root / rel, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n", root=wr.root)
     return request, rel
 
 
@@ -176,7 +176,7 @@ def _load_response(wr: WorkspaceRules, p: m.ApplyParams) -> Any:
     assert p.path is not None
     target = confine(wr.root, p.path, suffixes=(".json",))
     try:
-        return orjson.loads(read_regular(target, RESPONSE_MAX_BYTES))
+        return orjson.loads(read_regular(target, RESPONSE_MAX_BYTES, root=wr.root))
     except FileNotFoundError as exc:
         raise AppError("MEMORY_FILE_NOT_FOUND", f"No file {p.path}") from exc
     except (NotRegularFile, FileTooLarge) as exc:

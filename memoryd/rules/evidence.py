@@ -97,7 +97,7 @@ class EvidenceStore:
         if info.st_size == state.offset:
             return
         try:
-            data = read_regular(full, READ_MAX_BYTES, state.offset)
+            data = read_regular(full, READ_MAX_BYTES, state.offset, root=self.root)
         except (NotRegularFile, FileTooLarge) as exc:  # a FIFO or a device would hang or flood the daemon
             self._forget(rel)
             state = self._files[rel] = _FileState(inode=info.st_ino)

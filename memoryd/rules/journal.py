@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,8 +31,9 @@ from typing import Any
 import orjson
 import structlog
 
+from memoryd import fsio
 from memoryd.errors import AppError
-from memoryd.fsio import FileTooLarge, NotRegularFile, append_line, atomic_write, flush, read_regular
+from memoryd.fsio import FileTooLarge, NotRegularFile, append_line, atomic_write, flush, member, read_regular
 
 log = structlog.get_logger("memoryd.journal")
 
@@ -40,7 +41,12 @@ JOURNAL_DIR = "data/memory/journal"
 BACKUP_DIR = "data/memory/backups"
 HISTORY_FILE = "data/memory/history.jsonl"
 CRASH_ENV = "MEMORYD_CRASH_AT"
-READ_MAX_BYTES = 256 * 1024 * 1024  # history, compile state, files a change replaces
+READ_MAX_BYTES = 256 * 1024 * 1024  # files a change replaces
+HISTORY_MAX_BYTES = 64 * 1024 * 1024  # history.jsonl: ~100,000 changes; a larger one is refused (status says so)
+JOURNAL_MAX_BYTES = 64 * 1024 * 1024  # one intent record: the new content of every file of one change
+# Internal bookkeeping that no change (nor a restore, nor a crafted record) may name as a file it writes.
+_BOOKKEEPING = (JOURNAL_DIR + "/", BACKUP_DIR + "/", HISTORY_FILE)
+_RUN_ID = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,15 +66,26 @@ def _crash(step: str) -> None:
         os._exit(86)
 
 
-def read_bytes(root: Path, rel: str) -> bytes | None:
-    """A workspace file's bytes, None when it does not exist. Only a regular file within READ_MAX_BYTES is read
-    (a FIFO or a device a cloned repository put there would hang or flood the daemon): MEMORY_FILE_REFUSED."""
+def read_bytes(root: Path, rel: str, max_bytes: int = READ_MAX_BYTES) -> bytes | None:
+    """A workspace file's bytes, None when it does not exist. ``rel`` must lie in the workspace's memory trees
+    (MEMORY_PATH_TRAVERSAL), no symlink on the way or at the file is followed, and only a regular file within
+    ``max_bytes`` is read (a FIFO or a device a cloned repository put there would hang or flood the daemon):
+    MEMORY_FILE_REFUSED."""
     try:
-        return read_regular(root / rel, READ_MAX_BYTES)
-    except FileNotFoundError:
+        return read_regular(member(root, rel), max_bytes, root=root)
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except (NotRegularFile, FileTooLarge) as exc:
         raise AppError("MEMORY_FILE_REFUSED", f"{rel}: {exc.strerror or exc}") from exc
+
+
+def target(root: Path, rel: object) -> Path:
+    """The file a change (or a record of one: a journal, a history line) may write: in the workspace's memory trees
+    and not the daemon's own bookkeeping (journal, backups, history)."""
+    path = member(root, rel)
+    if str(rel).startswith(_BOOKKEEPING):
+        raise AppError("MEMORY_PATH_TRAVERSAL", f"Refused a recorded path: {str(rel)[:200]!r} is bookkeeping")
+    return path
 
 
 def action(before: bytes | None, after: bytes | None) -> str:
@@ -102,14 +119,16 @@ def commit(
 
     A change an earlier failure left half done (a full disk after the commit point) is finished first; a failure
     before this change's commit point removes its backups, so nothing of it remains."""
-    if any((root / JOURNAL_DIR).glob("*.json")):
+    if _journals(root):
         recover(root)
+    for write in writes:
+        target(root, write.path)
     planned = plan(root, writes)
     if pre_images:
         planned = [(w, pre_images.get(w.path, before)) for w, before in planned]
     if not any(w.record for w, _ in planned):  # only bookkeeping changes: no history, no journal needed
         for write, _ in planned:
-            atomic_write(root / write.path, write.content or b"")
+            atomic_write(root / write.path, write.content or b"", root=root)
         return None
     journal_path = root / JOURNAL_DIR / f"{run_id}.json"
     try:
@@ -119,7 +138,7 @@ def commit(
             backup = None
             if write.record and before is not None:
                 backup = f"{BACKUP_DIR}/{run_id}/{write.path}"
-                atomic_write(root / backup, before, durable=False)
+                atomic_write(root / backup, before, root=root, durable=False)
                 backups.append(root / backup)
             if write.record:
                 changes.append(
@@ -142,17 +161,16 @@ def commit(
                 for w, _ in planned
             ],
         }
-        atomic_write(journal_path, orjson.dumps(journal), durable=False)
+        atomic_write(journal_path, orjson.dumps(journal), root=root, durable=False)
         flush([*backups, journal_path])  # pre-images and the journal are on disk before any file changes
     except OSError:  # before the commit point (a full disk): the change never happened, nothing of it remains
-        with contextlib.suppress(FileNotFoundError):
-            journal_path.unlink()
-        shutil.rmtree(root / BACKUP_DIR / run_id, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            fsio.remove(journal_path, root=root)
+            fsio.remove_tree(root / BACKUP_DIR / run_id, root=root)
         raise
     _crash("journal")
     _roll_forward(root, journal)
-    with contextlib.suppress(FileNotFoundError):
-        journal_path.unlink()
+    fsio.remove(journal_path, root=root)
     _crash("done")
     return history
 
@@ -160,28 +178,30 @@ def commit(
 def _roll_forward(root: Path, journal: dict[str, Any]) -> None:
     touched = []
     for number, item in enumerate(journal["writes"]):
-        target = root / item["path"]
+        path = target(root, item["path"])
         content = None if item["content"] is None else str(item["content"]).encode("utf-8")
         if read_bytes(root, item["path"]) == content:
             continue
         if content is None:
-            with contextlib.suppress(FileNotFoundError):
-                target.unlink()
+            fsio.remove(path, root=root)
         else:
-            atomic_write(target, content, durable=False)
-        touched.append(target)
+            atomic_write(path, content, root=root, durable=False)
+        touched.append(path)
         if number == 0:
             _crash("write")
     flush(touched)  # every file is on disk before the history says so and the journal goes
     history = journal["history"]
     if not history_has(root, str(journal["run_id"])):
-        append_line(root / HISTORY_FILE, orjson.dumps(history))
+        append_line(root / HISTORY_FILE, orjson.dumps(history), root=root)
     _crash("history")
 
 
 def history_has(root: Path, run_id: str) -> bool:
     needle = f'"run_id":"{run_id}"'.encode()
-    data = read_bytes(root, HISTORY_FILE) or b""
+    try:
+        data = read_bytes(root, HISTORY_FILE, HISTORY_MAX_BYTES) or b""
+    except AppError:
+        return False
     return needle in data
 
 
@@ -209,7 +229,7 @@ def _history(root: Path) -> tuple[tuple[int, int, int], list[dict[str, Any]], li
     if known is not None and known[0] == signature:
         return known
     try:
-        data = read_bytes(root, HISTORY_FILE) or b""
+        data = read_bytes(root, HISTORY_FILE, HISTORY_MAX_BYTES) or b""
     except AppError as exc:
         parsed: tuple[tuple[int, int, int], list[dict[str, Any]], list[str]] = (signature, [], [exc.message])
     else:
@@ -234,28 +254,55 @@ def _history(root: Path) -> tuple[tuple[int, int, int], list[dict[str, Any]], li
     return parsed
 
 
+def _journals(root: Path) -> list[str]:
+    """Names of the intent records in the journal directory (regular files or not: a FIFO is set aside too)."""
+    return [n for n, kind in fsio.list_dir(root / JOURNAL_DIR, root=root) if n.endswith(".json") and kind != "dir"]
+
+
+def _load_journal(root: Path, name: str) -> dict[str, Any]:
+    """One intent record, proved to have the shape ``commit`` writes and to name only files a change may write;
+    ValueError (or an OSError / AppError) otherwise."""
+    raw = read_regular(root / JOURNAL_DIR / name, JOURNAL_MAX_BYTES, root=root)
+    journal = orjson.loads(raw)
+    if not isinstance(journal, dict) or not isinstance(journal.get("history"), dict):
+        raise ValueError("not an intent record")
+    run_id = journal.get("run_id")
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id) or name != f"{run_id}.json":
+        raise ValueError("its run id is missing or does not match its name")
+    writes = journal.get("writes")
+    if not isinstance(writes, list):
+        raise ValueError("no list of writes")
+    for item in writes:
+        if not isinstance(item, dict) or not isinstance(item.get("content"), str | None):
+            raise ValueError("a write is not {path, content}")
+        target(root, item.get("path"))
+    return journal
+
+
 def recover(root: Path) -> list[str]:
-    """Finish every change a crash interrupted; drop backups of changes that never committed. Returns run ids."""
+    """Finish every change a crash interrupted; drop backups of changes that never committed. Returns run ids.
+
+    A record that cannot be read (a FIFO, a device, a huge file, a symlink, not JSON, a path outside the memory
+    trees or into the daemon's bookkeeping: a cloned repository can ship any of them) is set aside as
+    ``<name>.unreadable`` for a person and never replayed."""
     finished = []
     journal_dir = root / JOURNAL_DIR
-    if journal_dir.is_dir():
-        for path in sorted(journal_dir.glob("*.json")):
-            try:
-                journal = orjson.loads(path.read_bytes())
-            except (OSError, orjson.JSONDecodeError):  # atomic writes make this unlikely; keep it for a human
-                log.error("journal_unreadable", path=path.name)
-                with contextlib.suppress(OSError):
-                    path.rename(path.with_suffix(".unreadable"))
-                continue
-            _roll_forward(root, journal)
-            path.unlink()
-            finished.append(str(journal["run_id"]))
-            log.warning("change_recovered", run_id=journal["run_id"], files=len(journal["writes"]))
-    backups = root / BACKUP_DIR
-    if backups.is_dir():
-        pending = {p.stem for p in journal_dir.glob("*.json")} if journal_dir.is_dir() else set()
-        for candidate in backups.iterdir():
-            if candidate.is_dir() and candidate.name not in pending and not history_has(root, candidate.name):
-                shutil.rmtree(candidate, ignore_errors=True)  # pre-images of a change that never committed
-                log.warning("uncommitted_change_discarded", run_id=candidate.name)
+    for name in _journals(root):
+        try:
+            journal = _load_journal(root, name)
+        except (OSError, ValueError, AppError) as exc:
+            log.error("journal_unreadable", path=name, error=type(exc).__name__)
+            with contextlib.suppress(OSError, AppError):
+                fsio.rename(journal_dir / name, journal_dir / (name + ".unreadable"), root=root)
+            continue
+        _roll_forward(root, journal)
+        fsio.remove(journal_dir / name, root=root)
+        finished.append(str(journal["run_id"]))
+        log.warning("change_recovered", run_id=journal["run_id"], files=len(journal["writes"]))
+    pending = {n.removesuffix(".json") for n in _journals(root)}
+    for name, kind in fsio.list_dir(root / BACKUP_DIR, root=root):
+        if kind == "dir" and name not in pending and not history_has(root, name):
+            with contextlib.suppress(OSError):  # pre-images of a change that never committed
+                fsio.remove_tree(root / BACKUP_DIR / name, root=root)
+            log.warning("uncommitted_change_discarded", run_id=name)
     return finished

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from memoryd import ids
 from memoryd.errors import AppError
-from memoryd.fsio import append_line, confine
+from memoryd.fsio import append_line, member
 from memoryd.notes.daily import strip_private
 from memoryd.rules import api as m
 from memoryd.rules import changes, handedit, journal, review, undo
@@ -205,9 +205,9 @@ class RulesService:
         wr = await self._ready(ws)
 
         def write() -> None:
-            target = confine(wr.root, rel, suffixes=(".jsonl",))
+            target = member(wr.root, rel)
             try:
-                append_line(target, line)
+                append_line(target, line, root=wr.root)
             except OSError as exc:
                 raise AppError("MEMORY_WRITE_FAILED", f"Cannot append to {rel}: {exc.strerror}") from exc
 

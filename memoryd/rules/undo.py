@@ -44,11 +44,10 @@ def forget(wr: WorkspaceRules, item_id: str, reason: str | None) -> dict[str, An
         "deleted_at": now,
         "run_id": run_id,
     }
-    content = orjson.dumps(tombstones, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"
     entry: dict[str, Any] = {"op": "forget", "ts": now, "item_id": item_id, "path": item["path"]}
     if reason:
         entry["reason"] = strip_private(reason)
-    journal.commit(wr.root, run_id, entry, [journal.FileWrite(items.FORGOTTEN_FILE, content, {"item_id": item_id})])
+    journal.commit(wr.root, run_id, entry, [_tombstones(tombstones, {"item_id": item_id})])
     return {"run_id": run_id, "item": {**item, "deleted_at": now, "deleted_run": run_id}}
 
 
@@ -57,31 +56,19 @@ def restore(wr: WorkspaceRules, run_id: str, reason: str | None) -> dict[str, An
     entry = next((e for e in history if e.get("run_id") == run_id), None)
     if entry is None:
         raise AppError("MEMORY_RUN_NOT_FOUND", f"No recorded change {run_id}")
-    writes = []
-    for change in entry.get("changes") or []:
-        path = str(change.get("path"))
-        current = journal.read_bytes(wr.root, path)
-        if journal.sha(current) != change.get("sha_after"):
-            later = next(
-                (
-                    e.get("run_id")
-                    for e in reversed(history)
-                    if any(c.get("path") == path for c in e.get("changes") or [])
-                ),
-                None,
-            )
-            raise AppError(
-                "MEMORY_CONFLICT",
-                f"{path} changed after {run_id}",
-                hint=f"Restore the later change first ({later})." if later and later != run_id else None,
-            )
-        backup = change.get("backup")
-        before = None
-        if backup:
-            before = journal.read_bytes(wr.root, str(backup))
-            if before is None:
-                raise AppError("MEMORY_CONFLICT", f"The backup of {path} from {run_id} is gone ({backup})")
-        writes.append(journal.FileWrite(path, before, {"restores": run_id}))
+    earlier = _restored_by(history, run_id)
+    if earlier is not None:
+        raise AppError(
+            "MEMORY_CONFLICT",
+            f"{run_id} is already restored (by {earlier}); nothing to undo",
+            hint=f"`memoryctl restore {earlier}` would undo that restore, i.e. redo {run_id}.",
+        )
+    if entry.get("op") == "forget" and isinstance(entry.get("item_id"), str):
+        writes = [_unforget(wr, run_id, str(entry["item_id"]))]
+    elif entry.get("op") == "restore" and entry.get("restored_op") == "forget":
+        writes = [_reforget(wr, history, entry)]
+    else:
+        writes = [_put_back(wr, history, run_id, change) for change in entry.get("changes") or []]
     now = ids.iso(datetime.now())
     new_run = ids.new_id("restore")
     planned = [
@@ -93,3 +80,91 @@ def restore(wr: WorkspaceRules, run_id: str, reason: str | None) -> dict[str, An
     journal.commit(wr.root, new_run, record, writes)
     wr.rules.reload([w.path for w in writes])
     return {"run_id": new_run, "restored": run_id, "writes": planned}
+
+
+def _restored_by(history: list[dict[str, Any]], run_id: str) -> str | None:
+    """The restore that undid ``run_id`` and is still in force (not itself restored since), if any. Newest first:
+    a restore's own fate is known before it is met, since whatever undid it came later."""
+    undone_by: dict[str, str] = {}
+    for e in reversed(history):
+        if e.get("op") == "restore" and isinstance(e.get("restores"), str):
+            me = str(e.get("run_id"))
+            if me not in undone_by:
+                undone_by.setdefault(str(e["restores"]), me)
+    return undone_by.get(run_id)
+
+
+def _reforget(wr: WorkspaceRules, history: list[dict[str, Any]], entry: dict[str, Any]) -> journal.FileWrite:
+    """A restore of a forget undone: the forget's tombstone put back (its own run id, so restoring that forget
+    again works), whatever other items were forgotten or restored meanwhile."""
+    forget_run = str(entry.get("restores"))
+    original = next((e for e in history if e.get("run_id") == forget_run), None)
+    item_id = None if original is None else original.get("item_id")
+    known = items.load(wr.root).get(item_id) if isinstance(item_id, str) else None
+    if original is None or known is None or not isinstance(item_id, str):
+        raise AppError("MEMORY_CONFLICT", f"The forget {forget_run} is not on record any more")
+    tombstones = dict(items.forgotten(wr.root))
+    if item_id in tombstones:
+        raise AppError("MEMORY_CONFLICT", f"{item_id} is forgotten again already")
+    tombstones[item_id] = {
+        "path": known["path"],
+        "heading": known["heading"],
+        "first_line": known.get("first_line", ""),
+        "deleted_at": original.get("ts"),
+        "run_id": forget_run,
+    }
+    return _tombstones(tombstones, {"restores": str(entry.get("run_id")), "item_id": item_id})
+
+
+def _tombstones(tombstones: dict[str, Any], meta: dict[str, Any]) -> journal.FileWrite:
+    """``forgotten.json`` with these tombstones; none left: no file (as before the first forget)."""
+    content = orjson.dumps(tombstones, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"
+    return journal.FileWrite(items.FORGOTTEN_FILE, content if tombstones else None, meta)
+
+
+def _unforget(wr: WorkspaceRules, run_id: str, item_id: str) -> journal.FileWrite:
+    """A forget undone by taking its own tombstone out of ``forgotten.json``: forgets of other items, before or
+    after it, stay as they are (restoring one never conflicts with another)."""
+    tombstones = dict(items.forgotten(wr.root))
+    tomb = tombstones.get(item_id)
+    if tomb is None or tomb.get("run_id") != run_id:
+        raise AppError(
+            "MEMORY_CONFLICT",
+            f"{item_id} is not forgotten by {run_id} any more",
+            hint="`memoryctl timeline` shows what changed it since.",
+        )
+    del tombstones[item_id]
+    return _tombstones(tombstones, {"restores": run_id, "item_id": item_id})
+
+
+def _put_back(
+    wr: WorkspaceRules, history: list[dict[str, Any]], run_id: str, change: dict[str, Any]
+) -> journal.FileWrite:
+    """One file of a recorded change back as it was before it. The path and the backup come from history.jsonl,
+    which a cloned repository can ship: both must lie in the workspace's memory trees (the backup among the
+    backups), no symlink is followed, and a file changed since is never overwritten."""
+    path = change.get("path")
+    journal.target(wr.root, path)
+    assert isinstance(path, str)
+    current = journal.read_bytes(wr.root, path)
+    if journal.sha(current) != change.get("sha_after"):
+        later = next(
+            (e.get("run_id") for e in reversed(history) if any(c.get("path") == path for c in e.get("changes") or [])),
+            None,
+        )
+        raise AppError(
+            "MEMORY_CONFLICT",
+            f"{path} changed after {run_id}",
+            hint=f"Restore the later change first ({later})." if later and later != run_id else None,
+        )
+    backup = change.get("backup")
+    before = None
+    if backup:
+        if not isinstance(backup, str) or not backup.startswith(journal.BACKUP_DIR + "/"):
+            raise AppError("MEMORY_PATH_TRAVERSAL", f"Refused a recorded backup outside {journal.BACKUP_DIR}/")
+        before = journal.read_bytes(wr.root, backup)
+        if before is None:
+            raise AppError("MEMORY_CONFLICT", f"The backup of {path} from {run_id} is gone ({backup})")
+        if journal.sha(before) != change.get("sha_before"):
+            raise AppError("MEMORY_CONFLICT", f"The backup of {path} from {run_id} does not match its record")
+    return journal.FileWrite(path, before, {"restores": run_id})

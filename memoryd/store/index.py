@@ -31,6 +31,7 @@ import apsw
 import orjson
 import structlog
 
+from memoryd import fsio
 from memoryd.fsio import FileTooLarge, NotRegularFile, read_regular
 from memoryd.store.prepare import (
     PIPELINE_MIN_BYTES,
@@ -121,7 +122,7 @@ class NoteIndex:
     def open(self) -> str | None:
         """Open the index; returns why it had to be rebuilt (None when it was usable as is)."""
         with self._write_lock:
-            self.db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fsio.make_private_dir(self.db_path.parent)
             reason = self._check_usable()
             if reason is not None:
                 self._rebuild_locked(reason)
@@ -248,7 +249,7 @@ class NoteIndex:
         with self._readers.lock.exclusive():
             self._close_connections(open_after=True)
             _unlink(self.db_path, ("-wal", "-shm"))
-            os.replace(fresh, self.db_path)
+            fsio.replace(fresh, self.db_path)
             self._open_writer()
         self._df_cache.clear()
         self.merge_pending, self._merging = True, False
@@ -649,8 +650,7 @@ def _too_large(size: int, limit: int) -> str:
 def _unlink(path: Path, suffixes: tuple[str, ...]) -> None:
     """Remove a database file and/or its sidecars (``-wal``, ``-shm``, …), whichever exist."""
     for suffix in suffixes:
-        with contextlib.suppress(FileNotFoundError):
-            Path(str(path) + suffix).unlink()
+        fsio.remove(Path(str(path) + suffix))
 
 
 def _digest(text: str) -> str:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import itertools
-import os
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Any
 
 import apsw
 
+from memoryd import fsio
 from memoryd.store.readers import ReaderPool
 
 SCHEMA_VERSION = 4  # 2: L2 distance (unit vectors: the order of cosine); 3: cells (IVF); 4: int8, each vector once
@@ -153,7 +153,7 @@ class VectorIndex:
         or dimension (nothing is changed then: ``drop`` and open again to re-embed). A file of schema 3 is
         migrated in place, its vectors kept; an older one is started again (its texts are embedded anew)."""
         with self._write_lock:
-            self.db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fsio.make_private_dir(self.db_path.parent)
             try:
                 conn = self._connect_writer()
             except apsw.Error as exc:  # not a database (overwritten, truncated), unreadable
@@ -230,8 +230,7 @@ class VectorIndex:
 
     def _unlink(self) -> None:
         for suffix in ("", "-wal", "-shm", "-journal"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(str(self.db_path) + suffix)
+            fsio.remove(Path(str(self.db_path) + suffix))
 
     @property
     def is_open(self) -> bool:
