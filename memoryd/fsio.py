@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import shutil
 import stat
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
@@ -296,18 +298,19 @@ def list_dir(path: Path, *, root: Path | None = None) -> list[tuple[str, str]]:
 def remove_stale_temps(directory: Path, older_than_s: float, *, root: Path | None = None) -> int:
     """Remove the ``.<name>.<random>.tmp`` files an atomic write left in ``directory`` when the process was killed
     (kill -9, a power cut) and that are older than ``older_than_s``; returns how many."""
-    import time
-
     removed = 0
     cutoff = time.time() - older_than_s
     for name, kind in list_dir(directory, root=root):
-        if kind != "file" or not (name.startswith(".") and name.endswith(TMP_SUFFIX)):
+        if kind != "file" or not _TEMP_NAME.fullmatch(name):
             continue
         path = directory / name
         with contextlib.suppress(OSError):
             if os.stat(path, follow_symlinks=False).st_mtime < cutoff and remove(path, root=root):
                 removed += 1
     return removed
+
+
+_TEMP_NAME = re.compile(r"\..+\.[0-9a-f]{12}" + re.escape(TMP_SUFFIX))
 
 
 @cache

@@ -295,7 +295,7 @@ class Server:
         with contextlib.suppress(FileNotFoundError):
             info = self.settings.socket.lstat()
             if (info.st_dev, info.st_ino) == self._owned_socket:
-                self.settings.socket.unlink()
+                fsio.remove(self.settings.socket)
         self._owned_socket = None
 
 

@@ -89,9 +89,7 @@ def test_restores_of_independent_forgets_do_not_conflict(daemon: Daemon, workspa
     assert again["restored"] == first["run_id"] and found(daemon, ws, "alpha")
 
 
-def test_a_second_restore_of_the_same_run_says_already_restored(
-    daemon: Daemon, workspace: tuple[Path, str]
-) -> None:
+def test_a_second_restore_of_the_same_run_says_already_restored(daemon: Daemon, workspace: tuple[Path, str]) -> None:
     _, ws = workspace
     forgot = daemon.call("forget", {"workspace": ws, "id": remember(daemon, ws, "alpha note")["id"]})
     restored = daemon.call("restore", {"workspace": ws, "run_id": forgot["run_id"]})

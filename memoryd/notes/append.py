@@ -203,14 +203,14 @@ def dry_run(tail: Tail | None, rel: str, now: datetime, request: Request) -> dic
 
 
 def write(
-    tail: Tail | None, target: Path, rel: str, now: datetime, batch: list[Request]
+    tail: Tail | None, root: Path, target: Path, rel: str, now: datetime, batch: list[Request]
 ) -> tuple[Tail, list[dict[str, Any]], bytes]:
     """Append ``batch`` to ``target`` as planned on ``tail`` (what is known of the file: None when it does not
     exist); returns what is now known of the file, each request's answer and the bytes appended. Raises
     :class:`~memoryd.fsio.ChangedMeanwhile` when the file is not as ``tail`` says (nothing written: plan again).
     """
     planned = plan(tail, rel, now, batch)
-    after = append_block(target, planned.data, None if tail is None else tail.signature)
+    after = append_block(target, planned.data, None if tail is None else tail.signature, root=root)
     sha = hashlib.sha256() if tail is None else tail.sha.copy()
     sha.update(planned.data)
     old_size = 0 if tail is None else tail.size
@@ -323,7 +323,7 @@ class Writer:
             for _attempt in range(5):
                 tail = self._known(rel, target)
                 try:
-                    new, results, data = write(tail, target, rel, now, batch)
+                    new, results, data = write(tail, self.root, target, rel, now, batch)
                 except ChangedMeanwhile:
                     self.tail = None
                     continue  # someone edited the file meanwhile: plan again on the new content

@@ -287,6 +287,7 @@ def recover(root: Path) -> list[str]:
     ``<name>.unreadable`` for a person and never replayed."""
     finished = []
     journal_dir = root / JOURNAL_DIR
+    sweep_temps(root)
     for name in _journals(root):
         try:
             journal = _load_journal(root, name)
@@ -295,7 +296,13 @@ def recover(root: Path) -> list[str]:
             with contextlib.suppress(OSError, AppError):
                 fsio.rename(journal_dir / name, journal_dir / (name + ".unreadable"), root=root)
             continue
-        _roll_forward(root, journal)
+        try:
+            _roll_forward(root, journal)
+        except (AppError, NotRegularFile) as exc:  # a file it names is refused (a symlink, a FIFO): not ours
+            log.error("journal_refused", path=name, error=type(exc).__name__)
+            with contextlib.suppress(OSError, AppError):
+                fsio.rename(journal_dir / name, journal_dir / (name + ".unreadable"), root=root)
+            continue
         fsio.remove(journal_dir / name, root=root)
         finished.append(str(journal["run_id"]))
         log.warning("change_recovered", run_id=journal["run_id"], files=len(journal["writes"]))
@@ -306,3 +313,25 @@ def recover(root: Path) -> list[str]:
                 fsio.remove_tree(root / BACKUP_DIR / name, root=root)
             log.warning("uncommitted_change_discarded", run_id=name)
     return finished
+
+
+TEMP_MAX_DIRS = 2000  # directories a sweep looks into at most
+TEMP_MIN_AGE_S = 60.0
+
+
+def sweep_temps(root: Path) -> int:
+    """Remove the temp files of atomic writes a killed daemon left in the trees it writes (``memory/``,
+    ``spec/memory/``, ``data/memory/``). Runs under the workspace's lock, when no write of ours is under way; a
+    temp younger than a minute is left alone all the same. Symlinked directories are not entered."""
+    removed = 0
+    pending = [root / tree for tree in ("memory", "spec/memory", "data/memory")]
+    visited = 0
+    while pending and visited < TEMP_MAX_DIRS:
+        directory = pending.pop()
+        visited += 1
+        with contextlib.suppress(OSError, AppError):
+            removed += fsio.remove_stale_temps(directory, TEMP_MIN_AGE_S, root=root)
+        pending.extend(directory / name for name, kind in fsio.list_dir(directory, root=root) if kind == "dir")
+    if removed:
+        log.warning("stale_temp_files_removed", count=removed)
+    return removed
