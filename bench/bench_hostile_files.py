@@ -9,6 +9,11 @@ answering at all is the result. Linux only (/proc).
 Rule YAML cases (an alias bomb, nesting that crashed libyaml, a value beyond 64 bits) are indexed, and loaded by
 `resolve`, which answers with the file in its errors.
 
+What a cloned repository can ship under data/memory/ and runs/ (issue: nothing it holds can write outside it or hang
+it): intent journals that are a FIFO, a 1 GB sparse file or name a path outside, a 1 GB sparse history, a history
+line whose backup is /etc/passwd, a symlinked items sidecar and evidence linked in from elsewhere. Each is made
+after the workspace is added, then the call that reads it (a journaled change runs recovery first) is made.
+
 Run: .venv/bin/python bench/bench_hostile_files.py [--limit-mb 64]
 """
 
@@ -97,6 +102,64 @@ def _bomb(levels: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _in_workspace(rel: str, make_file: Callable[[Path], None]) -> Callable[[Path], str]:
+    def make(memory: Path) -> str:
+        target = memory.parent / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        make_file(target)
+        return "made"
+
+    return make
+
+
+def _sparse(path: Path) -> None:
+    with open(path, "wb") as f:
+        f.truncate(1 << 30)
+
+
+JOURNAL = "data/memory/journal/cr_evil.json"
+EVIL_JOURNAL = (
+    '{"run_id": "cr_evil", "history": {"op": "x"}, "writes": [{"path": "../../../../../../tmp/mdbw-pwned", '
+    '"content": "x"}]}'
+)
+EVIL_HISTORY = (
+    '{"op": "compile_apply", "run_id": "cr_evil", "changes": [{"path": "memory/stolen.md", "sha_after": null, '
+    '"backup": "/etc/passwd"}]}\n'
+)
+
+
+def _remember_and_forget(rpc: Rpc, ws: str) -> None:
+    """A journaled change: recovery reads every intent record first."""
+    item = rpc.call("remember", {"workspace": ws, "text": "a note to forget"})
+    rpc.call("forget", {"workspace": ws, "id": item["id"]})
+
+
+def _restore_evil(rpc: Rpc, ws: str) -> None:
+    rpc.call("restore", {"workspace": ws, "run_id": "cr_evil"})
+
+
+def _remember(rpc: Rpc, ws: str) -> None:
+    rpc.call("remember", {"workspace": ws, "text": "a note"})
+
+
+def _prepare(rpc: Rpc, ws: str) -> None:
+    rpc.call("compile.prepare", {"workspace": ws})
+
+
+def _status_all(rpc: Rpc, ws: str) -> None:
+    rpc.call("timeline", {"workspace": ws})
+
+
+def _outside_link(rel: str) -> Callable[[Path], None]:
+    def make(target: Path) -> None:
+        outside = Path(tempfile.mkdtemp(prefix="mdbo", dir="/tmp"))
+        (outside / "observations.jsonl").write_text('{"observation_id": "obs_x", "kind": "log", "text": "B"}\n')
+        target.symlink_to(outside / rel)
+
+    return make
+
+
+TRIGGERS: dict[str, Callable[[Rpc, str], None]] = {}
 CASES: list[tuple[str, Callable[[Path], str]]] = [
     ("rule YAML: alias bomb, 9 levels", _rule(_bomb(9))),
     ("rule YAML: [[[…]]] 100,000 deep", _rule("facts:\n  x: " + "[" * 100_000 + "]" * 100_000 + "\n")),
@@ -107,7 +170,35 @@ CASES: list[tuple[str, Callable[[Path], str]]] = [
     ("FIFO memory/x.md", _fifo),
     ("char device 1,5", _device),
     ("symlink loops", _loop),
+    ("journal record: a FIFO", _in_workspace(JOURNAL, os.mkfifo)),
+    ("journal record: 1 GB sparse", _in_workspace(JOURNAL, _sparse)),
+    ("journal record: path ../…", _in_workspace(JOURNAL, lambda p: p.write_text(EVIL_JOURNAL))),
+    ("history.jsonl: 1 GB sparse", _in_workspace("data/memory/history.jsonl", _sparse)),
+    (
+        "history line: backup /etc/passwd",
+        _in_workspace("data/memory/history.jsonl", lambda p: p.write_text(EVIL_HISTORY)),
+    ),
+    ("items.jsonl: 1 GB sparse", _in_workspace("data/memory/items.jsonl", _sparse)),
+    ("items.jsonl → outside", _in_workspace("data/memory/items.jsonl", _outside_link("items.jsonl"))),
+    (
+        "runs/x/observations.jsonl → outside",
+        _in_workspace("runs/x/observations.jsonl", _outside_link("observations.jsonl")),
+    ),
+    ("observations.jsonl: a FIFO", _in_workspace("data/memory/observations.jsonl", os.mkfifo)),
 ]
+TRIGGERS.update(
+    {
+        "journal record: a FIFO": _remember_and_forget,
+        "journal record: 1 GB sparse": _remember_and_forget,
+        "journal record: path ../…": _remember_and_forget,
+        "history.jsonl: 1 GB sparse": _status_all,
+        "history line: backup /etc/passwd": _restore_evil,
+        "items.jsonl: 1 GB sparse": _remember_and_forget,
+        "items.jsonl → outside": _remember,
+        "runs/x/observations.jsonl → outside": _prepare,
+        "observations.jsonl: a FIFO": _prepare,
+    }
+)
 
 
 def run(name: str, make: Callable[[Path], str], limit_mb: int | None) -> str:
@@ -129,6 +220,13 @@ def run(name: str, make: Callable[[Path], str], limit_mb: int | None) -> str:
                 rpc.call("index", {"workspace": ws})
             except RuntimeError as exc:  # an error answer
                 made += f", index failed: {str(exc)[:40]}"
+            trigger = TRIGGERS.get(name)
+            if trigger is not None:
+                try:
+                    trigger(rpc, ws)
+                    made += ", answered"
+                except RuntimeError as exc:  # an error answer: the refusal
+                    made += f", refused: {str(exc)[:60]}"
             seconds = time.perf_counter() - started
             rss1, hwm1 = _memory(pid)
             status = rpc.call("status", {"workspace": ws})["workspaces"][0]

@@ -45,7 +45,7 @@ def fsync_dir(path: Path) -> None:
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
-# The trees of a workspace the daemon may write (DESIGN.md §2): nothing else, never ``.git/``.
+# The trees of a workspace the daemon may write (docs/reference/files.md): nothing else, never ``.git/``.
 WORKSPACE_TREES = ("memory", "spec/memory", "data/memory", "runs")
 
 

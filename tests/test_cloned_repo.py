@@ -1,4 +1,4 @@
-"""A cloned repository is untrusted input (DESIGN.md §4): nothing it ships under data/memory/ or runs/ — intent
+"""A cloned repository is untrusted input (docs/reference/threat-model.md): nothing it ships under data/memory/ or runs/ — intent
 journals, history lines, symlinked sidecars and directories, FIFOs, huge sparse files — can make the daemon write,
 delete or read outside the workspace, or hang it. Each case was reproduced against the code before the fix."""
 

@@ -1,4 +1,4 @@
-"""Only ``memoryd/fsio.py`` creates, renames or deletes files (DESIGN.md §4): a walk of the daemon's source fails
+"""Only ``memoryd/fsio.py`` creates, renames or deletes files (docs/reference/files.md): a walk of the daemon's source fails
 on a file-mutating call anywhere else, and on a workspace write in the domain that does not pass ``root=`` (the
 confined, no-follow walk)."""
 

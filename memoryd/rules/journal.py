@@ -41,7 +41,7 @@ JOURNAL_DIR = "data/memory/journal"
 BACKUP_DIR = "data/memory/backups"
 HISTORY_FILE = "data/memory/history.jsonl"
 CRASH_ENV = "MEMORYD_CRASH_AT"
-READ_MAX_BYTES = 256 * 1024 * 1024  # files a change replaces
+READ_MAX_BYTES = 64 * 1024 * 1024  # files a change replaces, compile state
 HISTORY_MAX_BYTES = 64 * 1024 * 1024  # history.jsonl: ~100,000 changes; a larger one is refused (status says so)
 JOURNAL_MAX_BYTES = 64 * 1024 * 1024  # one intent record: the new content of every file of one change
 # Internal bookkeeping that no change (nor a restore, nor a crafted record) may name as a file it writes.

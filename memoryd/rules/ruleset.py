@@ -140,7 +140,7 @@ def read_rule_bytes(root: Path, rel: str, max_bytes: int = MAX_FILE_BYTES) -> by
     """The bytes of a rule file: a regular file within ``max_bytes`` (a FIFO would hang the reader, a device flood
     it); RuleFileError otherwise, naming the file."""
     try:
-        # data/memory/ (overrides, backups) is the daemon's: no symlink there is followed (DESIGN.md §4)
+        # data/memory/ (overrides, backups) is the daemon's: no symlink there is followed (docs/reference/files.md)
         return read_regular(root / rel, max_bytes, root=root if rel.startswith("data/memory/") else None)
     except FileTooLarge as exc:
         raise RuleFileError(f"{rel}: {exc.size} bytes; rule files may have at most {exc.limit}") from exc
