@@ -273,3 +273,22 @@ def test_temp_files_a_killed_daemon_left_in_the_workspace_are_swept(daemon: Daem
     ws = add(daemon, root)
     assert resolve(daemon, ws, "1.2.3")["facts"] == {}  # the workspace's recovery has run
     assert [p for p in stale if p.exists()] == []
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        '{"requests": {"../../../../../../tmp/x": {"status": "outstanding", "batch_id": "b", "index": 1, "of": 1, '
+        '"filters": {}, "observation_ids": [], "created_at": "2026-01-01T00:00:00"}}}',
+        '["not", "a", "state"]',
+        '{"requests": {"cr_1": "outstanding"}}',
+    ],
+)
+def test_a_crafted_compile_state_is_refused_by_name(daemon: Daemon, state: str) -> None:
+    root = clone(**{"data/memory/compile/state.json": state})
+    ws = add(daemon, root)
+    observe(daemon, ws)
+    with pytest.raises(RemoteError) as info:
+        prepare(daemon, ws)
+    assert info.value.name == "MEMORY_FILE_REFUSED" and "state.json" in str(info.value) and info.value.hint
+    assert (root / "data/memory/compile/state.json").read_text() == state  # kept for a person

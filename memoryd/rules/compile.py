@@ -18,6 +18,7 @@ from typing import Any
 import jsonschema
 import orjson
 
+from memoryd.errors import AppError
 from memoryd.rules.evidence import EvidenceStore
 from memoryd.rules.fwrange import FwRangeError, parse_range
 from memoryd.rules.models import FACT_KEY_PATTERN, CompileResponse, unrecommended
@@ -86,12 +87,54 @@ def empty_state() -> dict[str, Any]:
 
 
 def load_state(data: bytes | None) -> dict[str, Any]:
+    """The compile state the daemon keeps in ``STATE_FILE``, proved to have the shape it writes: the file lives in
+    the workspace, so a cloned repository can ship any JSON there (a request id like ``../../x`` would become a
+    path). MEMORY_FILE_REFUSED names what is wrong; nothing is guessed or thrown away."""
     if not data:
         return empty_state()
-    state: dict[str, Any] = orjson.loads(data)
+    try:
+        state = orjson.loads(data)
+        why = _state_problem(state)
+    except orjson.JSONDecodeError:
+        why = "not JSON"
+    if why is not None:
+        raise AppError(
+            "MEMORY_FILE_REFUSED",
+            f"{STATE_FILE} is not a compile state this daemon wrote: {why}",
+            hint=f"Move {STATE_FILE} aside; the next `memoryctl compile prepare` starts a new state "
+            "(the observations it had compiled are offered again).",
+        )
     for key, value in empty_state().items():
         state.setdefault(key, value)
-    return state
+    return dict(state)
+
+
+_REQUEST_ID = re.compile(r"cr_[0-9A-Za-z]{1,64}")
+_RECORD_TYPES = {"status": str, "batch_id": str, "index": int, "of": int, "filters": dict, "observation_ids": list}
+
+
+def _state_problem(state: Any) -> str | None:
+    if not isinstance(state, dict):
+        return "not an object"
+    for key in ("watermarks", "compiled", "requests"):
+        if not isinstance(state.get(key, {}), dict):
+            return f"{key} is not an object"
+    if not all(isinstance(v, str) for v in state.get("watermarks", {}).values()):
+        return "a watermark is not a string"
+    for ids in state.get("compiled", {}).values():
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            return "a compiled list is not a list of ids"
+    for rid, record in state.get("requests", {}).items():
+        if not _REQUEST_ID.fullmatch(rid):
+            return f"request id {rid[:80]!r}"
+        if not isinstance(record, dict):
+            return f"request {rid} is not an object"
+        for key, kind in _RECORD_TYPES.items():
+            if not isinstance(record.get(key), kind):
+                return f"request {rid}: {key}"
+        if not all(isinstance(i, str) for i in record["observation_ids"]):
+            return f"request {rid}: observation_ids"
+    return None
 
 
 def dump_state(state: dict[str, Any]) -> bytes:
