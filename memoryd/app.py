@@ -68,6 +68,7 @@ class App:
                         url=settings.embedding_url,
                         model=settings.embedding_model,
                         timeout_s=settings.embedding_timeout_s,
+                        query_timeout_s=settings.embedding_query_timeout_s,
                     ),
                     vector_extension=settings.vector_extension,
                 ),

@@ -124,7 +124,16 @@ class Settings:
         "openai-compatible: the model name, e.g. nomic-embed-text. use-m3: a directory holding its weights.npz and "
         "sp.model (empty: the copy the package ships).",
     )
-    embedding_timeout_s: float = _setting(30.0, "openai-compatible: how long one embeddings request may take.")
+    embedding_timeout_s: float = _setting(
+        30.0,
+        "openai-compatible: how long one background embeddings request may take in all (connect, wait and read "
+        "together, not per read).",
+    )
+    embedding_query_timeout_s: float = _setting(
+        2.0,
+        "How long a search may wait for its query's vector (queueing included); then it answers with BM25 and "
+        "degraded reason query_embedding_timeout.",
+    )
     search_fusion: str = _setting(
         "weighted",
         "How hybrid search fuses BM25 and vectors: weighted (each side's scores scaled 0-1, summed with "

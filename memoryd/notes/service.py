@@ -22,7 +22,15 @@ import structlog
 from memoryd.errors import AppError
 from memoryd.notes import api, append, daily, healing, items
 from memoryd.notes import files as memory_files
-from memoryd.notes.semantic import RRF_K, Degraded, Semantic, SemanticSettings, digest
+from memoryd.notes.semantic import (
+    QUERY_TIMEOUT_HINT,
+    QUERY_TIMEOUT_REASON,
+    RRF_K,
+    Degraded,
+    Semantic,
+    SemanticSettings,
+    digest,
+)
 from memoryd.pool import ThreadPool
 from memoryd.store.index import Hit, NoteIndex, SyncReport
 from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
@@ -338,6 +346,18 @@ class NotesService:
         if degraded is not None and degraded.reason == "semantic_disabled" and mode is None:
             degraded = None  # turned off on purpose: the default is plain BM25, nothing to report
         candidates = max(2 * limit, FUSION_CANDIDATES) if used == "hybrid" else limit
+        # The query's vector first, in the embedding's own threads and within its own budget: an endpoint that
+        # trickles or never answers costs this search that budget, and never a search thread BM25 needs.
+        query_vector: bytes | None = None
+        vector_error: str | None = None
+        if used != "bm25":
+            try:
+                query_vector = await self.semantic.embed_query(query)
+            except TimeoutError as exc:
+                degraded = Degraded(QUERY_TIMEOUT_REASON, QUERY_TIMEOUT_HINT, str(exc))
+                used = "bm25" if used == "hybrid" else used
+            except Exception as exc:  # the endpoint went away, the model failed on this text: words still answer
+                vector_error = type(exc).__name__
 
         # Everything but the RPC itself runs in a worker thread (query parsing, SQLite, embedding, snippets):
         # searches of one workspace then run side by side, each on its own read connection.
@@ -369,12 +389,12 @@ class NotesService:
                     return None, problem, None
                 lexical = self._lexical(found, parsed.words + added, set(parsed.idents), candidates)
             semantic: list[_Candidate] = []
-            vector_error = None
-            if used != "bm25":
+            failed = vector_error
+            if used != "bm25" and query_vector is not None:
                 try:
-                    near = self.semantic.nearest(ws.id, query, candidates + min(len(hide), candidates))
-                except Exception as exc:  # the vector file or the model failed: words still answer
-                    vector_error = type(exc).__name__
+                    near = self.semantic.nearest(ws.id, query_vector, candidates + min(len(hide), candidates))
+                except Exception as exc:  # the vector file failed: words still answer
+                    failed = type(exc).__name__
                     near = []
                 near = [h for h in near if (h.path, h.section_start) not in hide][:candidates]
                 semantic = [_from_vector(h, parsed.words[: textindex.MAX_TERMS]) for h in near]
@@ -385,7 +405,7 @@ class NotesService:
             hits = [c.hit(ws.id, snippet_max_chars) for c in chosen]
             # a reported file the index already holds as it is now (remember's own write) is not pending
             behind[:] = [rel for rel in reported[:20] if not notes.index.is_current(rel)] + reported[20:]
-            return hits, notes.index.check_file(header=False), vector_error  # a stat: deleted or replaced?
+            return hits, notes.index.check_file(header=False), failed  # a stat: deleted or replaced?
 
         try:
             hits, problem, vector_error = await self._search_threads.run(run)

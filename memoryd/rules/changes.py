@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("memoryd.rules")
 
 REQUESTS_DIR = "data/memory/compile"
-RESPONSE_MAX_BYTES = 64 * 1024 * 1024  # a compile response read from a file (`compile apply --in`)
+RESPONSE_MAX_BYTES = 8 * 1024 * 1024  # a compile response read from a file: as large as one on the wire
 
 
 # --- compile.prepare -----------------------------------------------------------------------------------------------
@@ -208,6 +208,14 @@ def apply(settings: RulesSettings, wr: WorkspaceRules, p: m.ApplyParams) -> dict
             "dry_run": p.dry_run,
             "writes": [],
         }
+    items = comp.count_items(raw)
+    if items > comp.MAX_ITEMS:
+        raise AppError(
+            "MEMORY_TOO_LARGE",
+            f"The response proposes {items} rules, candidates and overrides; the limit is {comp.MAX_ITEMS}",
+            hint=f"Propose at most {comp.MAX_ITEMS} items in one response; prepare by --run or --model to split the work.",
+            limit=comp.MAX_ITEMS,
+        )
     violations, warnings, cited = comp.check_response(raw, wr.evidence, wr.rules)
     if record is not None and record["status"] == "applied":
         violations.insert(
@@ -226,9 +234,10 @@ def apply(settings: RulesSettings, wr: WorkspaceRules, p: m.ApplyParams) -> dict
         unknown_only = all(v["reason"].startswith("unknown observation id") for v in violations)
         raise AppError(
             "MEMORY_PROVENANCE_UNKNOWN" if unknown_only else "MEMORY_COMPILE_INVALID",
-            f"{len(violations)} violation(s); nothing was written",
-            violations=violations[:500],
-            count=len(violations),
+            f"{violations.total} violation(s); nothing was written"
+            + (f" (the first {len(violations)} listed)" if violations.total > len(violations) else ""),
+            violations=list(violations),
+            count=violations.total,
         )
     response = CompileResponse.model_validate(raw)
     now = ids.iso(datetime.now())

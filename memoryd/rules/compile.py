@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Any, SupportsIndex
 
 import jsonschema
 import orjson
@@ -25,6 +25,11 @@ from memoryd.rules.models import FACT_KEY_PATTERN, CompileResponse, unrecommende
 from memoryd.rules.ruleset import RuleSet
 
 STATE_FILE = "data/memory/compile/state.json"
+# Bounds on one response (issue 19, 2.4): a host model proposes tens of rules, never thousands; every item is
+# checked and may raise several violations, so both are bounded before the work is done, not after.
+MAX_ITEMS = 1000  # rules + candidates + overrides; more is MEMORY_TOO_LARGE, unchecked
+MAX_VIOLATIONS = 100  # listed in the error (pointer + reason); the rest are counted
+MAX_WARNINGS = 100
 _FACT_KEY = re.compile(FACT_KEY_PATTERN)
 
 INSTRUCTIONS = """\
@@ -184,18 +189,52 @@ def mark_compiled(state: dict[str, Any], evidence: EvidenceStore, ids: Iterable[
 # --- checking a response ----------------------------------------------------------------------------------------
 
 
-def check_response(
-    raw: Any, evidence: EvidenceStore, rules: RuleSet
-) -> tuple[list[dict[str, str]], list[str], set[str]]:
-    """Every violation of the schema and of the seed's constraints (pointer + reason), warnings, and the cited ids.
+def count_items(raw: Any) -> int:
+    """How many rules, candidates and overrides ``raw`` proposes (what is not a list counts nothing)."""
+    if not isinstance(raw, dict):
+        return 0
+    return sum(
+        len(items) for items in (raw.get(s) for s in ("rules", "candidates", "overrides")) if isinstance(items, list)
+    )
+
+
+class Bounded(list[Any]):
+    """A list that keeps its first ``limit`` entries and counts the rest (``total``)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+        self.total = 0
+
+    def append(self, item: Any) -> None:
+        self.total += 1
+        if len(self) < self.limit:
+            super().append(item)
+
+    def __iadd__(self, items: Iterable[Any]) -> Bounded:  # type: ignore[misc]
+        for item in items:
+            self.append(item)
+        return self
+
+    def insert(self, index: SupportsIndex, item: Any) -> None:
+        self.total += 1
+        super().insert(index, item)
+        if len(self) > self.limit:
+            self.pop()
+
+
+def check_response(raw: Any, evidence: EvidenceStore, rules: RuleSet) -> tuple[Bounded, Bounded, set[str]]:
+    """The violations of the schema and of the seed's constraints (pointer + reason; the first MAX_VIOLATIONS, and
+    ``.total``), warnings (the first MAX_WARNINGS), and the cited ids. The caller has refused a response of more
+    than MAX_ITEMS items (:func:`count_items`), so the work here is bounded.
 
     Does not look at the request state (the caller checks request_id against it).
     """
-    violations = [
-        {"pointer": pointer(error.absolute_path), "reason": _short(error.message)}
-        for error in sorted(_validator().iter_errors(raw), key=lambda e: list(map(str, e.absolute_path)))
-    ]
-    warnings: list[str] = []
+    violations = Bounded(MAX_VIOLATIONS)
+    for error in _validator().iter_errors(raw):  # kept or counted one at a time: never all held at once
+        violations.append({"pointer": pointer(error.absolute_path), "reason": _short(error.message)})
+    violations.sort(key=lambda v: v["pointer"])
+    warnings = Bounded(MAX_WARNINGS)
     cited: set[str] = set()
     if not isinstance(raw, dict):
         return violations, warnings, cited

@@ -100,9 +100,9 @@ class CompileResponse(Wire):
     """What the host LLM answers to a compile request: proposals only, never file contents."""
 
     request_id: str = Field(pattern=REQUEST_ID_PATTERN, description="Copied from compile_request.json.")
-    rules: list[ProposedRule] = Field(default_factory=list, max_length=5000)
-    candidates: list[ProposedRule] = Field(default_factory=list, max_length=5000)
-    overrides: list[ProposedOverride] = Field(default_factory=list, max_length=5000)
+    rules: list[ProposedRule] = Field(default_factory=list, max_length=1000)  # and 1,000 in all: compile.MAX_ITEMS
+    candidates: list[ProposedRule] = Field(default_factory=list, max_length=1000)
+    overrides: list[ProposedOverride] = Field(default_factory=list, max_length=1000)
     provenance_summary: ProvenanceSummary
     notes: str | None = Field(default=None, max_length=10_000, description="Free text for the reviewer.")
 

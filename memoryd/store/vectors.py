@@ -31,7 +31,7 @@ from typing import Any
 import apsw
 
 from memoryd import fsio
-from memoryd.store.readers import ReaderPool
+from memoryd.store.readers import DAMAGE_ERRORS, ReaderPool
 
 SCHEMA_VERSION = 4  # 2: L2 distance (unit vectors: the order of cosine); 3: cells (IVF); 4: int8, each vector once
 TRAIN_MIN = 20_000  # below this many vectors a search scans them all (~7 ms); from here on, cells
@@ -57,6 +57,11 @@ class VectorsUnavailable(RuntimeError):
         super().__init__(message)
         self.reason = reason
         self.hint = hint
+
+
+def damaged(exc: BaseException) -> bool:
+    """Whether ``exc`` says the vector file itself is damaged (overwritten, truncated, unreadable) — not busy."""
+    return isinstance(exc, (*DAMAGE_ERRORS, apsw.IOError, apsw.CantOpenError))
 
 
 REBUILD_HINT = "Run `memoryctl index --rebuild-vectors` to embed this workspace again with the current model."
