@@ -11,6 +11,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from memoryd.text import chunker
 
@@ -38,6 +39,18 @@ def strip_private(text: str) -> str:
         text = stripped
     found = _PRIVATE_TAG.search(text)  # still glued tags after several passes: a crafted text, cut at the first
     return text if found is None else text[: found.start()]
+
+
+def strip_private_value(value: Any) -> Any:
+    """``value`` (a JSON value) with <private> spans stripped from every string inside it, keys included. The
+    callers' params were checked for depth, so the recursion is bounded."""
+    if isinstance(value, str):
+        return strip_private(value)
+    if isinstance(value, dict):
+        return {strip_private(k) if isinstance(k, str) else k: strip_private_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [strip_private_value(v) for v in value]
+    return value
 
 
 def _strip_spans(text: str) -> str:
