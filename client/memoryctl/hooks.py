@@ -282,12 +282,14 @@ def uncompiled(status: dict[str, Any]) -> int:
 
 
 def tool_summary(tool: str, payload: dict[str, Any], failed: bool) -> str:
-    """``tool``, its input and its output (or error), each capped, <private> spans removed, within 2,000 chars."""
+    """``tool``, its input and its output (or error), each capped, within 2,000 chars. <private> spans are left to
+    the daemon's ``observe``, which strips them with the one function every path uses (JSON-escaped line breaks
+    inside a tag included); a cap that cuts a span leaves it unclosed, and an unclosed span is stripped to the end."""
     head = f"{tool} failed" if failed else tool
     parts = [head]
     tool_input = payload.get("tool_input")
     if tool_input not in (None, "", {}, []):
-        parts.append("input: " + _cut(strip_private(_compact(tool_input)), SUMMARY_INPUT_CHARS))
+        parts.append("input: " + _cut(_compact(tool_input), SUMMARY_INPUT_CHARS))
     if failed:
         result = payload.get("error")
         label = "error"
@@ -298,7 +300,7 @@ def tool_summary(tool: str, payload: dict[str, Any], failed: bool) -> str:
     if result not in (None, "", {}, []):
         room = SUMMARY_MAX_CHARS - sum(len(p) + 1 for p in parts) - len(label) - 2
         if room > 20:
-            parts.append(f"{label}: " + _cut(strip_private(_compact(result)), room))
+            parts.append(f"{label}: " + _cut(_compact(result), room))
     return _cut("\n".join(parts), SUMMARY_MAX_CHARS)
 
 
@@ -314,26 +316,6 @@ def _compact(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
     except ValueError:  # a circular structure cannot come from JSON; be safe anyway
         return str(value)
-
-
-def strip_private(text: str) -> str:
-    """Remove every ``<private>…</private>`` span (any case); an unclosed ``<private>`` hides the rest."""
-    lower = text.lower()
-    if "<private>" not in lower:
-        return text
-    out = []
-    pos = 0
-    while True:
-        start = lower.find("<private>", pos)
-        if start < 0:
-            out.append(text[pos:])
-            break
-        out.append(text[pos:start])
-        end = lower.find("</private>", start)
-        if end < 0:
-            break
-        pos = end + len("</private>")
-    return "".join(out)
 
 
 def _cut(text: str, limit: int) -> str:

@@ -17,9 +17,13 @@ from memoryd.text import chunker
 
 ENTRY_TYPES = ("decision", "event", "summary", "note")
 # <private> tags as people and models type them: any case, spaces or line breaks inside the brackets, attributes,
-# a self-closing slash, ASCII or full-width brackets (＜private＞: stripping too much is the safe mistake).
+# a self-closing slash, ASCII or full-width brackets (＜private＞: stripping too much is the safe mistake). A line
+# break or tab may also arrive JSON-escaped (``\n``, ``\t``, ``\u000b``, escaped again inside a JSON string): the
+# hooks send a tool's structured input as compact JSON text, and this is the one function that strips it.
+_SPACE = r"(?:\s|\\+[nrtfb]|\\+u00[01][0-9a-fA-F])"
 _PRIVATE_TAG = re.compile(
-    r"[<\uff1c]\s*(/)?\s*private(?:\s[^<>\uff1c\uff1e]*|/)?\s*[>\uff1e]",
+    # possessive quantifiers: no backtracking, so a long run of spaces or backslashes after a "<" costs linear time
+    rf"[<\uff1c]{_SPACE}*+(?:(/){_SPACE}*+)?private(?:(?:{_SPACE}|/)[^<>\uff1c\uff1e]*+)?[>\uff1e]",
     re.IGNORECASE,
 )
 DAILY_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
