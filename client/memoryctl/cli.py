@@ -119,7 +119,8 @@ def _render_hits(result: dict[str, Any]) -> str:
         out.append("no matches")
     for hit in hits:
         ws = f"[{names.get(hit['workspace_id'], hit['workspace_id'])}] " if result.get("scope") == "all" else ""
-        out.append(f"{ws}{hit['path']}:{hit['start_line']}  {hit.get('heading', '')}".rstrip())
+        item = f"  [{hit['item_id']}]" if hit.get("item_id") else ""  # `memoryctl forget` takes it
+        out.append(f"{ws}{hit['path']}:{hit['start_line']}  {hit.get('heading', '')}".rstrip() + item)
         snippet = str(hit.get("snippet", "")).splitlines()
         for line in snippet[:SNIPPET_LINES]:
             out.append(f"    {line}")
