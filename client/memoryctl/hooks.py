@@ -201,7 +201,8 @@ def run(
         prompt = payload.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise Skip("")  # nothing to recall for
-        params = {"workspace": cwd, "query_text": prompt[:QUERY_MAX_CHARS]}
+        # the SessionStart call's budget: the same snapshot, so recall leaves out what that block already showed
+        params = {"workspace": cwd, "query_text": prompt[:QUERY_MAX_CHARS], "budget_chars": CONTEXT_MAX_CHARS}
         if session_id:
             params["session_id"] = session_id
         text = str(_call(socket_opt, deadline, "context", params)["dynamic"]["text"])
