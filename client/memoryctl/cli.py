@@ -703,6 +703,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from memoryctl.hooks import main as hook  # fail-open, deadlines, no argparse: it runs on every prompt
 
         return hook(args_list)
+    if args_list[:1] == ["help"]:  # `memoryctl help [VERB …]` is `memoryctl [VERB …] --help`
+        args_list = [*args_list[1:], "--help"]
     unknown = _unknown_verb(args_list)
     if unknown is not None:
         import difflib
