@@ -341,3 +341,46 @@ def test_the_context_settings_are_checked(tmp_path: Path) -> None:
     for name, value in (("context_snapshot_ttl_hours", "-1"), ("context_budget_chars", "500")):
         with pytest.raises(SettingsError):
             load_settings(home=str(tmp_path), overrides={name: value})
+
+
+def test_recall_does_not_repeat_memory_md_from_the_session_snapshot(
+    daemon: Daemon, workspace: tuple[Path, str]
+) -> None:
+    """SessionStart injected MEMORY.md; the prompts of that session (their stable part from the snapshot, whatever
+    budget they ask with) recall no passage of it again, but do recall what was added to it since."""
+    root, ws = workspace
+    write_memory(root, MEMORY)
+    daemon.call("index", {"workspace": ws})
+    start = context(daemon, ws, session_id="sess-R", budget_chars=9000)
+    assert start["stable"]["snapshot"] == "created" and "921600" in start["stable"]["text"]
+    for n in range(3):  # the hook's per-prompt call: same session, the settings' budget
+        answer = context(daemon, ws, session_id="sess-R", budget_chars=9000, query_text="921600 RTS/CTS 波特率")
+        assert answer["stable"]["snapshot"] == "reused", n
+        assert all(i["path"] != "memory/MEMORY.md" for i in answer["dynamic"]["items"]), answer["dynamic"]
+    write_memory(root, MEMORY + "\n## Added later\n- the flash tool needs QZXLATER first\n")
+    daemon.call("index", {"workspace": ws})
+    later = context(daemon, ws, session_id="sess-R", budget_chars=9000, query_text="QZXLATER 921600 RTS/CTS")
+    assert later["stable"]["snapshot"] == "reused" and "QZXLATER" not in later["stable"]["text"]
+    paths = [(i["path"], i["snippet"]) for i in later["dynamic"]["items"]]
+    assert any("QZXLATER" in s for p, s in paths if p == "memory/MEMORY.md"), paths  # new since the snapshot
+    assert not any("921600" in s for p, s in paths if p == "memory/MEMORY.md"), paths  # in the snapshot
+
+
+def test_the_prompt_hook_does_not_repeat_what_session_start_injected(
+    daemon: Daemon, workspace: tuple[Path, str]
+) -> None:
+    from tests.test_hooks import answer, hook
+
+    root, ws = workspace
+    write_memory(root, MEMORY)
+    daemon.call("index", {"workspace": ws})
+    env = {**daemon.env, "MEMORYD_SOCKET": str(daemon.socket)}
+    base = {"session_id": "sess-H", "cwd": str(root)}
+    out, _ = hook(env, "claude", "SessionStart", {**base, "hook_event_name": "SessionStart", "source": "startup"})
+    started = answer(out)
+    assert started is not None and "921600" in started["hookSpecificOutput"]["additionalContext"]
+    for _n in range(2):
+        prompt = {**base, "hook_event_name": "UserPromptSubmit", "prompt": "波特率 921600 要开 RTS/CTS 吗"}
+        out, _ = hook(env, "claude", "UserPromptSubmit", prompt)
+        said = answer(out)
+        assert said is None or "921600" not in said["hookSpecificOutput"]["additionalContext"], said

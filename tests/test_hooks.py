@@ -296,7 +296,11 @@ def test_daemon_down_fails_open(event: str) -> None:
     home = short_tmp()
     env = {**daemon_env(home), "MEMORYD_SOCKET": str(home / "nowhere.sock"), "MEMORYD_CONSOLIDATE_AFTER": "1"}
     out, elapsed = hook(env, "claude", event, payload_for(event, home))
-    silent(out)
+    if event == "SessionStart":  # said once per session, in the host's status line (tests/test_install_env.py)
+        said = answer(out)
+        assert said is not None and set(said) == {"systemMessage"} and "DAEMON_UNAVAILABLE" in said["systemMessage"]
+    else:
+        silent(out)
     assert b"DAEMON_UNAVAILABLE" in out.stderr and out.stderr.count(b"\n") == 1
     assert elapsed < DEADLINES[event] + 1.0
 
@@ -306,7 +310,8 @@ def test_socket_option_pointing_nowhere_fails_open() -> None:
     out, elapsed = hook(
         daemon_env(home), "claude", "SessionStart", payload_for("SessionStart", home), "--socket", str(home / "x.sock")
     )
-    silent(out)
+    said = answer(out)  # SessionStart says it in the status line; the model's context is untouched
+    assert said is not None and set(said) == {"systemMessage"} and "x.sock" in said["systemMessage"]
     assert b"x.sock" in out.stderr and elapsed < 1.5 + 1.0
 
 

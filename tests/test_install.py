@@ -54,10 +54,13 @@ def test_claude_project_files_merge_and_claude_reads_them(project: tuple[Path, P
     assert written["model"] == "x"
     post = written["hooks"]["PostToolUse"]
     assert post[0]["hooks"][0]["command"] == "fmt"  # another tool's hook stays
-    assert post[1]["hooks"][0]["command"] == f'"{MEMORYCTL}" hook claude PostToolUse'
-    assert written["hooks"]["SessionStart"][0]["hooks"][0]["command"].endswith("hook claude SessionStart")
+    # the variables that say where the daemon is, as install ran (tests/test_install_env.py), then this memoryctl
+    assert post[1]["hooks"][0]["command"].endswith(f'"{MEMORYCTL}" hook claude PostToolUse')
+    assert written["hooks"]["SessionStart"][0]["hooks"][0]["command"].endswith("hook --autostart claude SessionStart")
     servers = json.loads((root / ".mcp.json").read_text())["mcpServers"]
-    assert servers == {"other": {"command": "other-server"}, "memoryd": {"command": MEMORYCTL, "args": ["mcp"]}}
+    assert servers["other"] == {"command": "other-server"}
+    assert servers["memoryd"]["command"] == MEMORYCTL and servers["memoryd"]["args"] == ["mcp"]
+    assert servers["memoryd"]["env"]["XDG_CONFIG_HOME"] == str(home / ".config")
     before = (root / ".claude" / "settings.json").read_text()
     memoryctl("install", "claude", cwd=root, home=home)
     assert (root / ".claude" / "settings.json").read_text() == before  # a second run changes nothing
@@ -89,7 +92,12 @@ def test_opencode_config_and_opencode_connects(project: tuple[Path, Path]) -> No
     root, home = project
     assert memoryctl("install", "opencode", cwd=root, home=home).returncode == 0
     config = json.loads((root / "opencode.json").read_text())
-    assert config["mcp"]["memoryd"] == {"type": "local", "command": [MEMORYCTL, "mcp"], "enabled": True}
+    assert {k: v for k, v in config["mcp"]["memoryd"].items() if k != "environment"} == {
+        "type": "local",
+        "command": [MEMORYCTL, "mcp"],
+        "enabled": True,
+    }
+    assert (root / ".opencode" / "plugin" / "memoryd.ts").exists()
     listed = host("opencode-ai", "mcp", "list", cwd=root, home=home)
     assert listed.returncode == 0 and "memoryd" in listed.stdout and "connected" in listed.stdout, listed.stdout[-2000:]
 

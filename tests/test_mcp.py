@@ -63,6 +63,7 @@ async def test_tools_and_a_round_trip(daemon: Daemon, workspace: tuple[Path, str
         assert entry["path"].startswith("memory/") and entry["id"].startswith("ent_")
         hits = structured(await client.call_tool("memory_search", {"query": "ERR_UART_TIMEOUT_0x3F"}))["hits"]
         assert hits[0]["path"] == entry["path"] and hits[0]["workspace_id"] == ws
+        assert hits[0]["item_id"] == entry["id"]  # what memory_forget takes, below
         text = structured(
             await client.call_tool(
                 "memory_get", {"path": hits[0]["path"], "from_line": hits[0]["start_line"], "lines": 1}
@@ -77,7 +78,7 @@ async def test_tools_and_a_round_trip(daemon: Daemon, workspace: tuple[Path, str
         )
         failed = await client.call_tool("memory_forget", {"id": "ent_0000000000000000"})
         assert failed.is_error and "MEMORY_ITEM_NOT_FOUND" in failed.content[0].text
-        gone = structured(await client.call_tool("memory_forget", {"id": entry["id"]}))
+        gone = structured(await client.call_tool("memory_forget", {"id": hits[0]["item_id"]}))
         assert (
             gone["run_id"]
             and not structured(await client.call_tool("memory_search", {"query": "ERR_UART_TIMEOUT_0x3F"}))["hits"]

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import Daemon, short_tmp
 
@@ -131,3 +132,13 @@ def test_help_lists_every_verb() -> None:
             "hook",
         )
     )  # every verb, each once, in this order
+
+
+def test_help_verb_shows_that_verbs_help(daemon_factory: Any) -> None:
+    offline = daemon_factory(False)
+    for words, shown in ((("help", "search"), "memoryctl search"), (("help", "compile", "apply"), "--in FILE")):
+        out = offline.memoryctl(*words)
+        assert out.returncode == 0 and shown in out.stdout, (words, out.stdout, out.stderr)
+    assert offline.memoryctl("help").returncode == 0
+    wrong = offline.memoryctl("help", "serch")
+    assert wrong.returncode == 2 and "did you mean 'search'" in wrong.stderr

@@ -77,7 +77,7 @@ def test_codex_installs_the_plugin_from_the_repository_marketplace() -> None:
     assert servers["memoryd"]["transport"]["command"].endswith("/bin/memoryd-mcp")
     cached = next((home / ".codex" / "plugins" / "cache" / "memoryd" / "memoryd").iterdir())
     hooks = json.loads((cached / "hooks" / "codex-hooks.json").read_text())["hooks"]
-    assert hooks["SessionStart"][0]["hooks"][0]["command"].endswith('memoryd-hook" codex SessionStart')
+    assert hooks["SessionStart"][0]["hooks"][0]["command"].endswith('memoryd-hook" --autostart codex SessionStart')
     assert os.access(cached / "bin" / "memoryd-hook", os.X_OK)
 
 

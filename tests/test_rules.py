@@ -739,3 +739,34 @@ def test_a_second_save_right_after_a_hand_edit_is_never_overwritten(
     stored = wait_for(lambda: (d := yaml.safe_load(path.read_text()))["revision"] >= 2 and d)  # recorded
     assert stored["facts"]["transport.uart.baud"] == 230400
     assert resolve(daemon, ws, "1.2.3")["facts"]["transport.uart.baud"] == 230400
+
+
+def test_a_yaml_typo_names_its_line_and_the_parsers_reason(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    root, ws = workspace
+    compiled(daemon, ws, rule(observe(daemon, ws)))
+    path = root / PROFILE
+    lines = [
+        "rule_id: uart-flow-control",
+        "model_id: KX-200",
+        "fw_range: '>=1.2.0 <1.3.0'",
+        "priority: 10",
+        "facts:",
+        "  transport.uart.baud 921600",  # line 6: the colon is missing
+        "  transport.uart.flow_control: rts_cts",
+        "confidence: 0.9",
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    errors = wait_for(lambda: resolve(daemon, ws, "1.2.3")["errors"])
+    [error] = errors
+    assert error.startswith(f"{PROFILE}: line 6: not valid YAML: mapping values are not allowed"), errors
+    report = daemon.call("validate", {"workspace": ws})["reports"][0]
+    [problem] = [p for p in report["problems"] if p["path"] == PROFILE]
+    assert problem["line"] == 6 and "mapping values are not allowed" in problem["message"], problem
+    shown = daemon.memoryctl("resolve", "--model-id", "KX-200", "--fw-version", "1.2.3", cwd=root)
+    assert shown.returncode == 0, shown.stderr
+    assert f"kept the last good version of {PROFILE}: line 6: not valid YAML" in shown.stdout, shown.stdout
+    assert "skipped invalid rule file" not in shown.stdout
+    # an unclosed bracket: the line it opened on, and what the parser expected
+    path.write_text("rule_id: uart-flow-control\nmodel_id: KX-200\nfacts: {a: 1\nconfidence: 0.9\n")
+    errors = wait_for(lambda: (e := resolve(daemon, ws, "1.2.3")["errors"]) and "line 3" in e[0] and e)
+    assert "not valid YAML: " in errors[0] and "expected" in errors[0], errors

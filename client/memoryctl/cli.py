@@ -119,7 +119,8 @@ def _render_hits(result: dict[str, Any]) -> str:
         out.append("no matches")
     for hit in hits:
         ws = f"[{names.get(hit['workspace_id'], hit['workspace_id'])}] " if result.get("scope") == "all" else ""
-        out.append(f"{ws}{hit['path']}:{hit['start_line']}  {hit.get('heading', '')}".rstrip())
+        item = f"  [{hit['item_id']}]" if hit.get("item_id") else ""  # `memoryctl forget` takes it
+        out.append(f"{ws}{hit['path']}:{hit['start_line']}  {hit.get('heading', '')}".rstrip() + item)
         snippet = str(hit.get("snippet", "")).splitlines()
         for line in snippet[:SNIPPET_LINES]:
             out.append(f"    {line}")
@@ -702,6 +703,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from memoryctl.hooks import main as hook  # fail-open, deadlines, no argparse: it runs on every prompt
 
         return hook(args_list)
+    if args_list[:1] == ["help"]:  # `memoryctl help [VERB …]` is `memoryctl [VERB …] --help`
+        args_list = [*args_list[1:], "--help"]
     unknown = _unknown_verb(args_list)
     if unknown is not None:
         import difflib

@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 TYPE_CHECKING = False  # `import typing` costs ~3 ms of start-up
 if TYPE_CHECKING:
@@ -32,6 +33,9 @@ DEADLINES = {
     "PreCompact": 0.2,
     "SessionEnd": 0.2,
 }
+# SessionStart with --autostart (what `memoryctl install` writes): time to start the daemon too, within the 5 s the
+# installed host configuration gives the hook
+AUTOSTART_DEADLINE = 4.0
 MAX_STDIN_BYTES = 1 << 20  # a larger payload is not read to the end: the hook fails open
 CONTEXT_MAX_CHARS = 9_000  # Claude Code replaces additionalContext over 10,000 characters with a file pointer
 QUERY_MAX_CHARS = 100_000  # the context method's limit for query_text
@@ -39,7 +43,9 @@ SUMMARY_INPUT_CHARS = 600  # a tool observation: the input, then the output or e
 SUMMARY_MAX_CHARS = 2_000  # … and the whole text
 CONSOLIDATE_AFTER = 20  # pending observations that make Stop ask for a consolidation (MEMORYD_CONSOLIDATE_AFTER)
 
-USAGE = "usage: memoryctl hook [--socket PATH] {claude|codex|opencode} EVENT  (stdin: the host's hook JSON)"
+USAGE = (
+    "usage: memoryctl hook [--socket PATH] [--autostart] {claude|codex|opencode} EVENT  (stdin: the host's hook JSON)"
+)
 
 
 class Deadline(BaseException):
@@ -60,9 +66,11 @@ def _alarm(signum: int, frame: object) -> None:
 
 def main(argv: Sequence[str]) -> int:
     """Run the hook named by ``argv`` (the words after `memoryctl`, `hook` among them). Always returns 0."""
-    socket_opt, words = _parse(argv)
+    started = time.monotonic()
+    socket_opt, words, autostart = _parse(argv)
     event = words[1] if len(words) == 2 else ""
-    deadline = DEADLINES.get(event, 0.2)
+    autostart = autostart and event == "SessionStart"
+    deadline = AUTOSTART_DEADLINE if autostart else DEADLINES.get(event, 0.2)
     armed = hasattr(signal, "setitimer")
     _live[0] = True
     if armed:
@@ -79,7 +87,7 @@ def main(argv: Sequence[str]) -> int:
                 raise Skip(f"unknown host {host!r} (one of {', '.join(HOSTS)})")
             if event not in DEADLINES:
                 raise Skip(f"unknown event {event!r} (one of {', '.join(DEADLINES)})")
-            out = run(host, event, _read_payload(), socket_opt, deadline)
+            out = run(host, event, _read_payload(), socket_opt, deadline, autostart=autostart, started=started)
             data = b"" if out is None else encode(out)
         finally:
             _live[0] = False  # a deadline that fires before this line is caught below; after it, it is ignored
@@ -106,9 +114,11 @@ def encode(out: dict[str, Any]) -> bytes:
         return json.dumps(out, separators=(",", ":")).encode("ascii") + b"\n"
 
 
-def _parse(argv: Sequence[str]) -> tuple[str | None, list[str]]:
-    """``--socket PATH`` (before or after the verb) and the positional words after `hook`; other options ignored."""
+def _parse(argv: Sequence[str]) -> tuple[str | None, list[str], bool]:
+    """``--socket PATH`` (before or after the verb), the positional words after `hook` and whether ``--autostart``
+    was given; other options ignored."""
     socket_opt: str | None = None
+    autostart = False
     words: list[str] = []
     seen_verb = False
     skip = False
@@ -121,6 +131,8 @@ def _parse(argv: Sequence[str]) -> tuple[str | None, list[str]]:
             skip = True
         elif arg.startswith("--socket="):
             socket_opt = arg.partition("=")[2]
+        elif arg == "--autostart":
+            autostart = True
         elif arg in ("--timeout", "--workspace", "-w"):
             skip = True  # accepted for symmetry with the other verbs; a hook's deadline and workspace are fixed
         elif arg.startswith("-"):
@@ -129,7 +141,7 @@ def _parse(argv: Sequence[str]) -> tuple[str | None, list[str]]:
             seen_verb = True
         else:
             words.append(arg)
-    return socket_opt, words
+    return socket_opt, words, autostart
 
 
 def _read_payload() -> dict[str, Any]:
@@ -175,7 +187,14 @@ def _emit(data: bytes) -> None:
 
 
 def run(
-    host: str, event: str, payload: dict[str, Any], socket_opt: str | None, deadline: float
+    host: str,
+    event: str,
+    payload: dict[str, Any],
+    socket_opt: str | None,
+    deadline: float,
+    *,
+    autostart: bool = False,
+    started: float | None = None,
 ) -> dict[str, Any] | None:
     """The JSON to print for ``event``, or None to print nothing; raises on a fault (the caller fails open)."""
     if event in ("PreCompact", "SessionEnd"):
@@ -194,14 +213,31 @@ def run(
         params: dict[str, Any] = {"workspace": cwd, "budget_chars": CONTEXT_MAX_CHARS}
         if session_id:
             params["session_id"] = session_id
-        text = str(_call(socket_opt, deadline, "context", params)["stable"]["text"])
+        try:
+            answer = _call(socket_opt, deadline, "context", params)
+        except Exception as exc:
+            if getattr(exc, "name", None) != "DAEMON_UNAVAILABLE":
+                raise
+            # said once per session, in the host's own status line (SessionStart runs once; later events stay quiet)
+            if not autostart:
+                return _status(
+                    host,
+                    f"memoryd is not running ({_describe(exc)}); this session has no project memory. "
+                    "Start it with `memoryd serve` or install its service (docs/howto/service.md).",
+                )
+            problem = _start_daemon(socket_opt, deadline - (time.monotonic() - (started or time.monotonic())) - 0.3)
+            if problem is not None:
+                return _status(host, problem)
+            answer = _call(socket_opt, deadline, "context", params)
+        text = str(answer["stable"]["text"])
         return _context(event, text) if text else None
 
     if event == "UserPromptSubmit":
         prompt = payload.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             raise Skip("")  # nothing to recall for
-        params = {"workspace": cwd, "query_text": prompt[:QUERY_MAX_CHARS]}
+        # the SessionStart call's budget: the same snapshot, so recall leaves out what that block already showed
+        params = {"workspace": cwd, "query_text": prompt[:QUERY_MAX_CHARS], "budget_chars": CONTEXT_MAX_CHARS}
         if session_id:
             params["session_id"] = session_id
         text = str(_call(socket_opt, deadline, "context", params)["dynamic"]["text"])
@@ -240,6 +276,30 @@ def run(
             "(your own judgement of the evidence) → compile_apply with that answer. Then stop."
         ),
     }
+
+
+def _status(host: str, message: str) -> dict[str, Any] | None:
+    """A line for the person, in the host's status channel (Claude Code and Codex show ``systemMessage``); the
+    model's context is untouched."""
+    _say(message)
+    return {"systemMessage": "memoryd: " + message} if host in ("claude", "codex") else None
+
+
+def _start_daemon(socket_opt: str | None, wait_s: float) -> str | None:
+    """Start memoryd in the background and wait at most ``wait_s`` for it: None once it answers, else what to tell
+    the person (it goes on starting: the next prompts have memory)."""
+    from memoryctl.paths import resolve_dirs, socket_path
+    from memoryctl.rpc import ClientError, start_daemon
+
+    try:
+        start_daemon(socket_path(socket_opt), max(wait_s, 0.1))
+    except ClientError as exc:
+        if "did not answer within" in exc.message:
+            return "memoryd was not running; it is starting now, so memory arrives from the next prompt on."
+        return f"memoryd was not running and could not be started ({exc.message}). {exc.hint}"
+    except OSError as exc:  # no python to run, a log directory it cannot create
+        return f"memoryd was not running and could not be started ({exc}); log: {resolve_dirs().log_file}"
+    return None
 
 
 def _context(event: str, text: str) -> dict[str, Any]:
@@ -282,12 +342,14 @@ def uncompiled(status: dict[str, Any]) -> int:
 
 
 def tool_summary(tool: str, payload: dict[str, Any], failed: bool) -> str:
-    """``tool``, its input and its output (or error), each capped, <private> spans removed, within 2,000 chars."""
+    """``tool``, its input and its output (or error), each capped, within 2,000 chars. <private> spans are left to
+    the daemon's ``observe``, which strips them with the one function every path uses (JSON-escaped line breaks
+    inside a tag included); a cap that cuts a span leaves it unclosed, and an unclosed span is stripped to the end."""
     head = f"{tool} failed" if failed else tool
     parts = [head]
     tool_input = payload.get("tool_input")
     if tool_input not in (None, "", {}, []):
-        parts.append("input: " + _cut(strip_private(_compact(tool_input)), SUMMARY_INPUT_CHARS))
+        parts.append("input: " + _cut(_compact(tool_input), SUMMARY_INPUT_CHARS))
     if failed:
         result = payload.get("error")
         label = "error"
@@ -298,7 +360,7 @@ def tool_summary(tool: str, payload: dict[str, Any], failed: bool) -> str:
     if result not in (None, "", {}, []):
         room = SUMMARY_MAX_CHARS - sum(len(p) + 1 for p in parts) - len(label) - 2
         if room > 20:
-            parts.append(f"{label}: " + _cut(strip_private(_compact(result)), room))
+            parts.append(f"{label}: " + _cut(_compact(result), room))
     return _cut("\n".join(parts), SUMMARY_MAX_CHARS)
 
 
@@ -314,26 +376,6 @@ def _compact(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
     except ValueError:  # a circular structure cannot come from JSON; be safe anyway
         return str(value)
-
-
-def strip_private(text: str) -> str:
-    """Remove every ``<private>…</private>`` span (any case); an unclosed ``<private>`` hides the rest."""
-    lower = text.lower()
-    if "<private>" not in lower:
-        return text
-    out = []
-    pos = 0
-    while True:
-        start = lower.find("<private>", pos)
-        if start < 0:
-            out.append(text[pos:])
-            break
-        out.append(text[pos:start])
-        end = lower.find("</private>", start)
-        if end < 0:
-            break
-        pos = end + len("</private>")
-    return "".join(out)
 
 
 def _cut(text: str, limit: int) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -28,6 +29,19 @@ HOOK_EVENTS = (
 )
 TIMEOUTS = {"SessionStart": 5, "UserPromptSubmit": 3, "Stop": 3, "PreCompact": 3, "SessionEnd": 3}
 FORWARDED_ENV = ("MEMORYD_HOME", "MEMORYD_SOCKET", "XDG_RUNTIME_DIR", "XDG_STATE_HOME", "XDG_CONFIG_HOME")
+# Codex asks before these (they change files: reversible with restore, but not what an agent should do unasked);
+# the other tools read or append and are approved.
+ASKING_TOOLS = ("memory_forget", "compile_apply")
+APPROVED_TOOLS = (
+    "memory_search",
+    "memory_get",
+    "memory_remember",
+    "memory_observe",
+    "rules_resolve",
+    "memory_context",
+    "compile_prepare",
+)
+PLUGIN_SOURCE = Path(__file__).with_name("opencode_plugin.ts")
 TOML_BEGIN = "# >>> memoryd (memoryctl install codex) >>>"
 TOML_END = "# <<< memoryd <<<"
 
@@ -54,31 +68,47 @@ def memoryctl_path() -> str:
     )
 
 
-def plan(host: str, scope: str, project: Path, home: Path, exe: str) -> list[tuple[Path, str]]:
+def recorded_env() -> dict[str, str]:
+    """The variables that say where the daemon is (its home, its socket, the XDG directories), as this memoryctl
+    runs now: written into the host's configuration, so a host started without them (a desktop launcher, a trimmed
+    environment) reaches the same daemon."""
+    return {name: os.path.abspath(os.environ[name]) for name in FORWARDED_ENV if os.environ.get(name)}
+
+
+def plan(
+    host: str, scope: str, project: Path, home: Path, exe: str, env: dict[str, str] | None = None
+) -> list[tuple[Path, str]]:
     """(file, its new content) for ``host``; nothing is written."""
+    env = env or {}
     if host == "claude":
         settings = (home / ".claude" / "settings.json") if scope == "user" else (project / ".claude" / "settings.json")
         servers = (home / ".claude.json") if scope == "user" else (project / ".mcp.json")
+        server: dict[str, Any] = {"command": exe, "args": ["mcp"], **({"env": env} if env else {})}
         return [
-            (settings, _json(_with_hooks(_read_json(settings), exe, "claude"))),
-            (servers, _json(_with_server(_read_json(servers), "mcpServers", {"command": exe, "args": ["mcp"]}))),
+            (settings, _json(_with_hooks(_read_json(settings), exe, "claude", env))),
+            (servers, _json(_with_server(_read_json(servers), "mcpServers", server))),
         ]
     if host == "codex":
         config = (home / ".codex" / "config.toml") if scope == "user" else (project / ".codex" / "config.toml")
         hooks = (home / ".codex" / "hooks.json") if scope == "user" else (project / ".codex" / "hooks.json")
         return [
-            (config, _with_toml_block(_read_text(config), exe)),
-            (hooks, _json(_with_hooks(_read_json(hooks), exe, "codex"))),
+            (config, _with_toml_block(_read_text(config), exe, env)),
+            (hooks, _json(_with_hooks(_read_json(hooks), exe, "codex", env))),
         ]
     if host == "opencode":
         config = (home / ".config" / "opencode" / "opencode.json") if scope == "user" else (project / "opencode.json")
-        server = {"type": "local", "command": [exe, "mcp"], "enabled": True}
-        return [(config, _json(_with_server(_read_json(config), "mcp", server)))]
+        plugin = (
+            (home / ".config" / "opencode" / "plugin" / "memoryd.ts")
+            if scope == "user"
+            else (project / ".opencode" / "plugin" / "memoryd.ts")
+        )
+        server = {"type": "local", "command": [exe, "mcp"], "enabled": True, **({"environment": env} if env else {})}
+        return [(config, _json(_with_server(_read_json(config), "mcp", server))), (plugin, _plugin(exe, env))]
     raise InstallError(f"unknown host {host!r}", "Use claude, codex or opencode.")
 
 
 def install(host: str, scope: str, project: Path, *, dry_run: bool) -> list[tuple[Path, str]]:
-    changes = plan(host, scope, project, Path.home(), memoryctl_path())
+    changes = plan(host, scope, project, Path.home(), memoryctl_path(), recorded_env())
     if not dry_run:
         for path, content in changes:
             _write(path, content)
@@ -88,8 +118,12 @@ def install(host: str, scope: str, project: Path, *, dry_run: bool) -> list[tupl
 # --- merging ----------------------------------------------------------------------------------------------------
 
 
-def _hook_command(exe: str, host: str, event: str) -> str:
-    return f'"{exe}" hook {host} {event}'
+def _hook_command(exe: str, host: str, event: str, env: dict[str, str] | None = None) -> str:
+    """The shell command a host runs: the recorded variables, this memoryctl, and for SessionStart ``--autostart``
+    (a reboot without a service must not mean a memoryless session)."""
+    prefix = "".join(f"{name}={shlex.quote(value)} " for name, value in sorted((env or {}).items()))
+    autostart = "--autostart " if event == "SessionStart" else ""
+    return f'{prefix}"{exe}" hook {autostart}{host} {event}'
 
 
 def _ours(hook: Any) -> bool:
@@ -97,7 +131,7 @@ def _ours(hook: Any) -> bool:
     return "memoryctl" in command and " hook " in command
 
 
-def _with_hooks(config: dict[str, Any], exe: str, host: str) -> dict[str, Any]:
+def _with_hooks(config: dict[str, Any], exe: str, host: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     hooks = config.get("hooks")
     hooks = dict(hooks) if isinstance(hooks, dict) else {}
     for event in HOOK_EVENTS:
@@ -107,7 +141,7 @@ def _with_hooks(config: dict[str, Any], exe: str, host: str) -> dict[str, Any]:
             others = [h for h in group.get("hooks", []) if not _ours(h)]
             if others:
                 kept.append({**group, "hooks": others})
-        ours: dict[str, Any] = {"type": "command", "command": _hook_command(exe, host, event)}
+        ours: dict[str, Any] = {"type": "command", "command": _hook_command(exe, host, event, env)}
         ours["timeout"] = TIMEOUTS.get(event, 2)
         group = {"matcher": "*", "hooks": [ours]} if event.startswith("PostToolUse") else {"hooks": [ours]}
         hooks[event] = [*kept, group]
@@ -121,23 +155,28 @@ def _with_server(config: dict[str, Any], key: str, server: dict[str, Any]) -> di
     return {**config, key: servers}
 
 
-def _with_toml_block(text: str, exe: str) -> str:
+def _with_toml_block(text: str, exe: str, env: dict[str, str] | None = None) -> str:
     """config.toml with memoryd's MCP server as a marked block (replaced on reinstall, the rest left as it is)."""
-    block = "\n".join(
-        [
-            TOML_BEGIN,
-            "[mcp_servers.memoryd]",
-            f"command = {json.dumps(exe)}",
-            'args = ["mcp"]',
-            # Codex hands MCP servers a trimmed environment: forward what memoryctl finds the daemon's socket by
-            # (without XDG_RUNTIME_DIR it would look in another place and start a second daemon)
-            "env_vars = " + json.dumps(list(FORWARDED_ENV)),
-            "startup_timeout_sec = 20",
-            # memory tools read and append; forget and compile_apply change files but are reversible (restore)
-            'default_tools_approval_mode = "approve"',
-            TOML_END,
-        ]
-    )
+    lines = [
+        TOML_BEGIN,
+        "[mcp_servers.memoryd]",
+        f"command = {json.dumps(exe)}",
+        'args = ["mcp"]',
+        # Codex hands MCP servers a trimmed environment: forward what memoryctl finds the daemon's socket by
+        # (without XDG_RUNTIME_DIR it would look in another place and start a second daemon) …
+        "env_vars = " + json.dumps(list(FORWARDED_ENV)),
+        "startup_timeout_sec = 20",
+        # … and every tool asks first unless approved below: forget and compile_apply change files (reversible
+        # with restore, still not something an agent should do unasked)
+        "# memory_forget and compile_apply change files: Codex asks before each call (approve them in the",
+        "# session, or here); the tools that read or append are approved below.",
+        'default_tools_approval_mode = "prompt"',
+    ]
+    if env:  # … and what this install ran with, for a Codex started without it
+        lines += ["", "[mcp_servers.memoryd.env]", *(f"{k} = {json.dumps(v)}" for k, v in sorted(env.items()))]
+    for tool in APPROVED_TOOLS:  # they read or append
+        lines += ["", f"[mcp_servers.memoryd.tools.{tool}]", 'approval_mode = "approve"']
+    block = "\n".join([*lines, TOML_END])
     if TOML_BEGIN in text and TOML_END in text:
         before, rest = text.split(TOML_BEGIN, 1)
         after = rest.split(TOML_END, 1)[1]
@@ -148,6 +187,23 @@ def _with_toml_block(text: str, exe: str) -> str:
             "Remove it (or rename it) and run `memoryctl install codex` again.",
         )
     return (text.rstrip("\n") + "\n\n" if text.strip() else "") + block + "\n"
+
+
+def _plugin(exe: str, env: dict[str, str]) -> str:
+    """OpenCode's plugin (client/memoryctl/opencode_plugin.ts, the repository's .opencode/plugin/memoryd.ts) with
+    this memoryctl and the recorded variables filled in."""
+    try:
+        source = PLUGIN_SOURCE.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InstallError(
+            f"cannot read OpenCode's plugin {PLUGIN_SOURCE} ({exc.strerror})", "Reinstall memoryd, then run this again."
+        ) from None
+    source = source.replace('process.env.MEMORYCTL || "memoryctl"', f"process.env.MEMORYCTL || {json.dumps(exe)}", 1)
+    return source.replace(
+        "const RECORDED_ENV: Record<string, string> = {}",
+        "const RECORDED_ENV: Record<string, string> = " + json.dumps(env, sort_keys=True),
+        1,
+    )
 
 
 # --- files ------------------------------------------------------------------------------------------------------

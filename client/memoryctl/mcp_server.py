@@ -92,7 +92,8 @@ def build(daemon: Daemon) -> MCPServer:
     ) -> dict[str, Any]:
         """Search this project's memory. Each hit names a passage: `path` (relative to the project) and
         `start_line`/`lines` — pass them to memory_get to read it and what surrounds it; `heading` is its section,
-        `snippet` the passage with matched words in **bold**, `via` whether words or meaning found it. `degraded`
+        `snippet` the passage with matched words in **bold**, `via` whether words or meaning found it, `item_id` the
+        entry it lies in (ent_…, what memory_forget takes; absent for text memory_remember did not write). `degraded`
         says when meaning could not be used (and why)."""
         return await daemon.call("search", {"query": query, "limit": limit, "mode": mode})
 
@@ -144,7 +145,9 @@ def build(daemon: Daemon) -> MCPServer:
 
     @server.tool(annotations=CHANGES)
     async def memory_forget(
-        id: Annotated[str, Field(description="The entry's id, as memory_remember returned it (ent_…).")],
+        id: Annotated[
+            str, Field(description="The entry's id (ent_…), as memory_remember returned it or a hit's item_id.")
+        ],
         reason: Annotated[str | None, Field(description="Why: recorded in the history.")] = None,
     ) -> dict[str, Any]:
         """Hide a wrong or obsolete entry from search and context. It stays in its file for audit; the answer's

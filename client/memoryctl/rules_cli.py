@@ -241,7 +241,13 @@ def _render_resolve(result: dict[str, Any]) -> str:
             lines.append(f"{key} = {_value(facts[key])}    {reason}")
         else:
             lines.append(f"{key} = {_value(facts[key])}")
-    lines.extend(f"skipped invalid rule file: {e}" for e in result.get("errors", []))
+    serving = {why.get("path") for why in trace.values()}
+    for error in result.get("errors", []):
+        path, _, problem = error.partition(": ")
+        if path in serving:  # its last good version still sets facts above
+            lines.append(f"kept the last good version of {path}: {problem}")
+        else:
+            lines.append(f"skipped invalid rule file: {error}")
     return "\n".join(lines)
 
 

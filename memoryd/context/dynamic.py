@@ -5,9 +5,19 @@ from __future__ import annotations
 
 from memoryd.context.api import ContextItem, RecentNote
 from memoryd.context.recent import Entry
+from memoryd.text.passages import MARK
 
 RECENT_SHARE = 60  # percent of the budget recent daily notes may take when there are recalled passages too
 ENTRY_MAX = 1200  # characters of one daily entry's body; a longer one ends with "…" (`get` reads the rest)
+
+
+def shown_in(stable_text: str, snippet: str) -> bool:
+    """Whether every line of a recalled passage (its snippet: matched words marked, maybe cut with "…") is already in
+    the stable text the host holds, so recalling it would only repeat it."""
+    plain = stable_text.replace(MARK, "")
+    lines = [line.strip().strip("…").strip() for line in snippet.replace(MARK, "").split("\n")]
+    lines = [line for line in lines if line]
+    return bool(lines) and all(line in plain for line in lines)
 
 
 def render(

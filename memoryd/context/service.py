@@ -61,10 +61,10 @@ class ContextService:
         self._snapshot_locks: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
 
     async def context(self, ws: Workspace, request: ContextRequest) -> ContextResult:
-        stable, fresh = await self.stable(ws, request)
-        # MEMORY.md is in the stable part whole and as it is now: recalling its passages again only repeats them
-        skip = {render.MEMORY_FILE} if fresh and not any(s.cut for s in stable.sources) else set()
-        return ContextResult(stable=stable, dynamic=await self.dynamic(ws, request.query_text, skip))
+        stable, _fresh = await self.stable(ws, request)
+        # A passage of MEMORY.md the stable part already shows (rendered now, or the session's snapshot the host
+        # received at its start) is not recalled again; one it left out (cut, or added since) is.
+        return ContextResult(stable=stable, dynamic=await self.dynamic(ws, request.query_text, stable.text))
 
     # --- stable -------------------------------------------------------------------------------------------
 
@@ -129,7 +129,7 @@ class ContextService:
 
     # --- dynamic ------------------------------------------------------------------------------------------
 
-    async def dynamic(self, ws: Workspace, query_text: str | None, skip: set[str]) -> DynamicContext:
+    async def dynamic(self, ws: Workspace, query_text: str | None, stable_text: str) -> DynamicContext:
         if not query_text or not query_text.strip():
             return DynamicContext(text="", items=[])
         past = trigger.asks_about_past(query_text)
@@ -152,7 +152,7 @@ class ContextService:
                     score=h.score,
                 )
                 for h in found.hits
-                if h.path not in skip
+                if h.path != render.MEMORY_FILE or not dynamic.shown_in(stable_text, strip_private(h.snippet))
             ]
             if found.stale:
                 degraded = Degraded(

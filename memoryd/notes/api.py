@@ -35,6 +35,11 @@ class SearchHit(Wire):
         "relative to the best passage's (0-2); vector: cosine similarity; hybrid: reciprocal rank fusion of both."
     )
     via: str = Field(default="bm25", description="What found it: bm25, vector, or bm25+vector.")
+    item_id: str | None = Field(
+        default=None,
+        description="The id (ent_…) of the remembered entry the passage lies in: `forget` takes it. Absent "
+        "for text remember did not write (MEMORY.md, a hand-written section, a rule file).",
+    )
 
 
 class Degraded(Wire):

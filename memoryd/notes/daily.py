@@ -11,14 +11,19 @@ import secrets
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from memoryd.text import chunker
 
 ENTRY_TYPES = ("decision", "event", "summary", "note")
 # <private> tags as people and models type them: any case, spaces or line breaks inside the brackets, attributes,
-# a self-closing slash, ASCII or full-width brackets (＜private＞: stripping too much is the safe mistake).
+# a self-closing slash, ASCII or full-width brackets (＜private＞: stripping too much is the safe mistake). A line
+# break or tab may also arrive JSON-escaped (``\n``, ``\t``, ``\u000b``, escaped again inside a JSON string): the
+# hooks send a tool's structured input as compact JSON text, and this is the one function that strips it.
+_SPACE = r"(?:\s|\\+[nrtfb]|\\+u00[01][0-9a-fA-F])"
 _PRIVATE_TAG = re.compile(
-    r"[<\uff1c]\s*(/)?\s*private(?:\s[^<>\uff1c\uff1e]*|/)?\s*[>\uff1e]",
+    # possessive quantifiers: no backtracking, so a long run of spaces or backslashes after a "<" costs linear time
+    rf"[<\uff1c]{_SPACE}*+(?:(/){_SPACE}*+)?private(?:(?:{_SPACE}|/)[^<>\uff1c\uff1e]*+)?[>\uff1e]",
     re.IGNORECASE,
 )
 DAILY_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
@@ -38,6 +43,18 @@ def strip_private(text: str) -> str:
         text = stripped
     found = _PRIVATE_TAG.search(text)  # still glued tags after several passes: a crafted text, cut at the first
     return text if found is None else text[: found.start()]
+
+
+def strip_private_value(value: Any) -> Any:
+    """``value`` (a JSON value) with <private> spans stripped from every string inside it, keys included. The
+    callers' params were checked for depth, so the recursion is bounded."""
+    if isinstance(value, str):
+        return strip_private(value)
+    if isinstance(value, dict):
+        return {strip_private(k) if isinstance(k, str) else k: strip_private_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [strip_private_value(v) for v in value]
+    return value
 
 
 def _strip_spans(text: str) -> str:

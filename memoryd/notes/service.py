@@ -20,7 +20,7 @@ import anyio.abc
 import structlog
 
 from memoryd.errors import AppError
-from memoryd.notes import api, append, daily, healing, items
+from memoryd.notes import api, append, daily, healing, itemids, items
 from memoryd.notes import files as memory_files
 from memoryd.notes.semantic import (
     QUERY_TIMEOUT_HINT,
@@ -67,6 +67,7 @@ class WorkspaceNotes:
     heal_failed: str | None = None  # the last automatic rebuild failed (status recommends `index --full`)
     # the sections forgotten entries are in: ((index write mark, tombstones), {(path, first line)})
     hidden: tuple[object, set[tuple[str, int]]] = (None, set())
+    item_ids: itemids.ItemIds = field(default_factory=itemids.ItemIds)  # which entry a hit lies in
     writer: append.Writer = field(init=False)  # remember's: queue of waiting entries, today's file as last left
 
     def __post_init__(self) -> None:
@@ -402,7 +403,8 @@ class NotesService:
                 chosen = _fuse(lexical, semantic, limit, self.settings.fusion, self.settings.vector_weight)
             else:
                 chosen = (semantic or lexical)[:limit]
-            hits = [c.hit(ws.id, snippet_max_chars) for c in chosen]
+            named = self._item_ids(notes, chosen)
+            hits = [c.hit(ws.id, snippet_max_chars, item_id) for c, item_id in zip(chosen, named, strict=True)]
             # a reported file the index already holds as it is now (remember's own write) is not pending
             behind[:] = [rel for rel in reported[:20] if not notes.index.is_current(rel)] + reported[20:]
             return hits, notes.index.check_file(header=False), failed  # a stat: deleted or replaced?
@@ -468,6 +470,21 @@ class NotesService:
                 if items.names(keys, items.key_of(heading, text.split("\n")[1:])):
                     out.add((path, start))
         notes.hidden = (key, out)
+        return out
+
+    @staticmethod
+    def _item_ids(notes: WorkspaceNotes, chosen: list[_Candidate]) -> list[str | None]:
+        """For each candidate, the id of the remembered entry it lies in, or None (worker thread)."""
+        ids = notes.item_ids.current(notes.root)
+        sections: dict[str, list[tuple[int, int, str, str]]] = {}
+        out: list[str | None] = []
+        for c in chosen:
+            if c.path not in ids.paths:
+                out.append(None)
+                continue
+            if c.path not in sections:
+                sections[c.path] = notes.index.sections(c.path)
+            out.append(itemids.lookup(ids, sections[c.path], c.path, c.section_start))
         return out
 
     @staticmethod
@@ -675,7 +692,7 @@ class _Candidate:
     ident: bool = False  # says one of the query's identifiers: stays on top
     via: str = "bm25"
 
-    def hit(self, workspace_id: str, snippet_max_chars: int) -> api.SearchHit:
+    def hit(self, workspace_id: str, snippet_max_chars: int, item_id: str | None = None) -> api.SearchHit:
         # built from the index's own typed values: constructed, not validated
         return api.SearchHit.model_construct(
             workspace_id=workspace_id,
@@ -688,6 +705,7 @@ class _Candidate:
             snippet=passages.snippet(self.text, self.matched, snippet_max_chars),
             score=round(self.score, 6),
             via=self.via,
+            item_id=item_id,
         )
 
 

@@ -97,7 +97,10 @@ class PrepareResult(Wire):
 
 
 class ApplyParams(WorkspaceParams):
-    response: dict[str, Any] | None = Field(default=None, description="The compile response object.")
+    response: dict[str, Any] | None = Field(
+        default=None,
+        description="The compile response object; <private>…</private> spans are stripped from every string in it.",
+    )
     path: str | None = Field(
         default=None, min_length=1, max_length=4096, description="Or a .json file inside the workspace."
     )

@@ -17,7 +17,7 @@ import structlog
 from memoryd import ids
 from memoryd.errors import AppError
 from memoryd.fsio import FileTooLarge, NotRegularFile, atomic_write, confine, read_regular
-from memoryd.notes.daily import strip_private
+from memoryd.notes.daily import strip_private, strip_private_value
 from memoryd.rules import compile as comp
 from memoryd.rules import handedit, journal
 from memoryd.rules.fwrange import parse_range
@@ -190,7 +190,9 @@ def _load_response(wr: WorkspaceRules, p: m.ApplyParams) -> Any:
 
 
 def apply(settings: RulesSettings, wr: WorkspaceRules, p: m.ApplyParams) -> dict[str, Any]:
-    raw = _load_response(wr, p)
+    # <private> spans leave every string of the response (facts, summaries, keys, the kept compile_response.json)
+    # before anything is checked, planned or written: rule files are meant for commits, overrides for prompts.
+    raw = strip_private_value(_load_response(wr, p))
     wr.evidence.refresh()
     wr.rules.reload()
     handedit.record(wr)  # a hand edit not recorded yet is a revision before this change

@@ -156,13 +156,39 @@ def parse_yaml(rel: str, data: bytes) -> Any:
     try:
         return yamlsafe.load(data.decode("utf-8"))
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" line {mark.line + 1}" if mark is not None else ""
-        raise RuleFileError(f"{rel}:{at} not valid YAML") from exc
+        raise RuleFileError(f"{rel}: {_yaml_problem(data, exc)}") from exc
     except yamlsafe.YamlRefused as exc:
         raise RuleFileError(f"{rel}: {exc}") from exc
     except UnicodeDecodeError as exc:
         raise RuleFileError(f"{rel}: not UTF-8") from exc
+
+
+def _yaml_problem(data: bytes, exc: yaml.YAMLError) -> str:
+    """``line N: not valid YAML: <the parser's reason>``, N the line a person has to fix. The parser notices many
+    slips a line late: a key missing its colon reads as a plain scalar running into the next line (``mapping
+    values are not allowed here`` there), an unclosed bracket is found where the next key starts; the line where
+    that scalar or the construct began is the one to name."""
+    problem = str(getattr(exc, "problem", None) or type(exc).__name__)
+    context = getattr(exc, "context", None)
+    mark = getattr(exc, "problem_mark", None)
+    begun = getattr(exc, "context_mark", None)
+    if mark is None:
+        return f"not valid YAML: {problem}"
+    line = mark.line
+    if begun is not None and begun.line < line:
+        line = begun.line
+    elif problem.startswith("mapping values are not allowed"):
+        lines = data.decode("utf-8", "replace").split("\n")
+        indent = len(lines[line]) - len(lines[line].lstrip(" ")) if line < len(lines) else 0
+        while line > 0:  # back over the lines the plain scalar ran through: same indentation, no key of their own
+            above = lines[line - 1]
+            if not above.strip() or len(above) - len(above.lstrip(" ")) != indent:
+                break
+            if ":" in above or above.lstrip().startswith(("-", "#")):
+                break
+            line -= 1
+    where = f" ({context}, line {begun.line + 1})" if context and begun is not None and begun.line != line else ""
+    return f"line {line + 1}: not valid YAML: {problem}{where}"
 
 
 def read_yaml(root: Path, rel: str, max_bytes: int = MAX_FILE_BYTES) -> Any:

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from memoryd import ids
 from memoryd.errors import AppError
 from memoryd.fsio import append_line, member
-from memoryd.notes.daily import strip_private
+from memoryd.notes.daily import strip_private, strip_private_value
 from memoryd.rules import api as m
 from memoryd.rules import changes, handedit, journal, review, undo
 from memoryd.rules import compile as comp
@@ -44,18 +44,6 @@ log = structlog.get_logger("memoryd.rules")
 
 
 _LINE = re.compile(r"line (\d+): ")
-
-
-def _private(value: Any) -> Any:
-    """<private> spans stripped from every string inside a JSON value, keys included (the params were checked
-    for depth, so the recursion is bounded)."""
-    if isinstance(value, str):
-        return strip_private(value)
-    if isinstance(value, dict):
-        return {strip_private(k): _private(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_private(v) for v in value]
-    return value
 
 
 class RulesService:
@@ -189,7 +177,7 @@ class RulesService:
             model_id=p.model_id,
             fw_version=p.fw_version,
             tags=None if p.tags is None else [strip_private(t) for t in p.tags],
-            data=None if p.data is None else _private(p.data),
+            data=None if p.data is None else strip_private_value(p.data),
         )
         line = orjson.dumps(record.model_dump(exclude_none=True)) + b"\n"
         if len(line) > self.settings.observe_max_bytes:
