@@ -205,7 +205,8 @@ def _also_supported(rpc: Rpc, ws: str) -> bool:
     try:
         rpc.call("search", {"workspace": ws, "query": "probe", "also": ["探测"], "limit": 1, "mode": "bm25"})
     except RuntimeError as error:
-        print(f"  --also: the daemon refuses the param ({str(error)[:120]}): n/a")
+        name = re.search(r"'name': '(\w+)'", str(error))
+        print(f"  --also: search refuses the param ({name.group(1) if name else error}): n/a")
         return False
     return True
 
