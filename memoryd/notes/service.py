@@ -431,8 +431,8 @@ class NotesService:
 
     @staticmethod
     def _hidden(notes: WorkspaceNotes) -> set[tuple[str, int]]:
-        """(path, first line) of every indexed section a tombstone names (worker thread). Worked out again only when
-        the index or the tombstones changed."""
+        """(path, first line) of every indexed section a tombstone names, every window of a block longer than
+        chunk_max_lines included (worker thread). Worked out again only when the index or the tombstones changed."""
         tombstones = items.forgotten(notes.root)
         if not tombstones:
             return set()
@@ -444,8 +444,15 @@ class NotesService:
             wanted.setdefault(str(t.get("path")), set()).add(items.section_key(t))
         out = set()
         for path, keys in wanted.items():
+            hiding = False  # the last block that started was forgotten: its later windows go with it
             for start, _end, heading, text in notes.index.sections(path):
-                if items.names(keys, items.key_of(heading, text.split("\n")[1:])):
+                first, _, rest = text.partition("\n")
+                if heading and first.removeprefix("\ufeff").strip() != heading:  # a later window of a long block
+                    if hiding:
+                        out.add((path, start))
+                    continue
+                hiding = items.names(keys, items.key_of(heading, rest.split("\n")))
+                if hiding:
                     out.add((path, start))
         notes.hidden = (key, out)
         return out
