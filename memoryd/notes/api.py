@@ -43,7 +43,7 @@ class Degraded(Wire):
     reason: str = Field(
         description="Stable: semantic_not_installed, model_missing, embedding_endpoint_unreachable, "
         "vector_extension_unavailable, vector_dimension_mismatch, vector_model_mismatch, vectors_loading, "
-        "vectors_behind, vector_search_failed, embeddings_loading, empty_query."
+        "vectors_behind, vector_search_failed, embeddings_loading, empty_query, index_rebuilding."
     )
     hint: str
     message: str = ""

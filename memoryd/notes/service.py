@@ -57,6 +57,7 @@ class WorkspaceNotes:
     progress: tuple[int, int] | None = None  # (files done, files total) while an explicit index runs
     heal: str | None = None  # why the index file must be rebuilt (damaged, deleted, replaced): the indexer does it
     heal_failed: str | None = None  # the last automatic rebuild failed (status recommends `index --full`)
+    healed: anyio.Event = field(default_factory=anyio.Event)  # set when the indexer next checked the index file
     # the sections forgotten entries are in: ((index write mark, tombstones), {(path, first line)})
     hidden: tuple[object, set[tuple[str, int]]] = (None, set())
     writer: append.Writer = field(init=False)  # remember's: queue of waiting entries, today's file as last left
@@ -387,18 +388,41 @@ class NotesService:
             behind[:] = [rel for rel in reported[:20] if not notes.index.is_current(rel)] + reported[20:]
             return hits, notes.index.check_file(header=False), vector_error  # a stat: deleted or replaced?
 
-        try:
-            hits, problem, vector_error = await self._search_threads.run(run)
-        except Exception as exc:  # the error's type only: SQLite's messages can quote the query
-            log.error("search_failed", workspace_id=ws.id, error=type(exc).__name__)
-            raise AppError("MEMORY_SEARCH_FAILED") from exc
+        deadline = anyio.current_time() + healing.WAIT_S
+        while True:
+            try:
+                hits, problem, vector_error = await self._search_threads.run(run)
+            except Exception as exc:  # the error's type only: SQLite's messages can quote the query
+                log.error("search_failed", workspace_id=ws.id, error=type(exc).__name__)
+                raise AppError("MEMORY_SEARCH_FAILED") from exc
+            if hits is not None or problem is None:
+                break
+            # The file could not be read (damaged, or deleted for a thread that had not opened it): it is rebuilt
+            # from the Markdown files; wait for that, a little, then read the new file.
+            if notes.heal_failed is not None:
+                raise AppError(
+                    "MEMORY_INDEX_CORRUPTED",
+                    "The index file is damaged or gone and rebuilding it failed",
+                    hint="Run `memoryctl index --full`; `memoryctl status` says what went wrong.",
+                )
+            if anyio.current_time() >= deadline:
+                break
+            await healing.wait(notes, problem, deadline)
         if problem is not None:
             healing.schedule(notes, problem)
-        if hits is None:  # the file could not be read (damaged, or gone for a thread that had not opened it)
-            raise AppError(
-                "MEMORY_INDEX_CORRUPTED",
-                "The index file is damaged or gone; it is being rebuilt from the Markdown files",
-                hint="Search again in a moment; `memoryctl status` shows when the rebuild is done.",
+        if hits is None:  # still rebuilding: no hits yet, and say the answer is not complete
+            log.info("search_degraded", workspace_id=ws.id, reason="index_rebuilding", mode=wanted)
+            return api.WorkspaceHits(
+                hits=[],
+                stale=True,
+                pending=sorted(notes.pending)[:50],
+                mode="bm25",
+                degraded=api.Degraded(
+                    reason="index_rebuilding",
+                    hint="The index file is being rebuilt from the Markdown files; search again in a moment "
+                    "(`memoryctl status` shows when it is done).",
+                    message=problem or "",
+                ),
             )
         if vector_error is not None:
             log.warning("vector_search_failed", workspace_id=ws.id, error=vector_error)
