@@ -341,3 +341,20 @@ def test_the_context_settings_are_checked(tmp_path: Path) -> None:
     for name, value in (("context_snapshot_ttl_hours", "-1"), ("context_budget_chars", "500")):
         with pytest.raises(SettingsError):
             load_settings(home=str(tmp_path), overrides={name: value})
+
+
+def test_recall_leaves_out_candidate_rules_that_search_still_finds(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    """Issue 19 §4: context.dynamic injected low-confidence candidate rules (spec/memory/candidates/, not reviewed)
+    as if they were reviewed. Recall leaves them out (docs/reference/rules.md); search and rules.search find them."""
+    _, ws = workspace
+    oid = observe(daemon, ws)
+    low = rule(oid, rule_id="qzx-guess", confidence=0.2, summary="QZXCANDIDATE maybe the UART needs a 2 s timeout")
+    sure = rule(oid, rule_id="qzx-sure", confidence=0.9, summary="QZXCANDIDATE reviewed: flow control on")
+    compiled(daemon, ws, low, sure)
+    hits = daemon.call("search", {"workspace": ws, "query": "QZXCANDIDATE"})["hits"]
+    paths = {h["path"] for h in hits}
+    assert any(p.startswith("spec/memory/candidates/") for p in paths), paths
+    assert any(p.startswith("spec/memory/profiles/") for p in paths), paths
+    dynamic = context(daemon, ws, query_text="QZXCANDIDATE UART timeout")["dynamic"]
+    assert dynamic["items"] and all(not i["path"].startswith("spec/memory/candidates/") for i in dynamic["items"])
+    assert "maybe the UART" not in dynamic["text"] and "qzx-guess" not in dynamic["text"]
