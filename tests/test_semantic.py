@@ -199,6 +199,8 @@ def test_a_missing_extension_file_degrades_to_bm25(started: list[Daemon], home: 
     _, ws = add_workspace(d, [README_NOTE])
     result = degraded_to(d, ws, "vector_extension_unavailable")
     assert "sqlite-vec" in result["degraded"]["hint"] or "vector_extension" in result["degraded"]["hint"]
+    # the settings file a user has (issue 19 §4: the hint named settings.yaml, which does not exist)
+    assert "config/memoryd.yaml" in result["degraded"]["hint"] and "settings.yaml" not in result["degraded"]["hint"]
     assert '"vectors_unavailable"' in d.log.read_text() and "vector_extension_unavailable" in d.log.read_text()
     assert search(d, ws, "ERR_UART_TIMEOUT_0x3F", mode="vector")["mode"] == "bm25"
 
@@ -333,6 +335,10 @@ def test_a_changed_dimension_degrades_until_vectors_are_rebuilt(started: list[Da
         d = start(started, home, **endpoint(second))
         result = degraded_to(d, ws, "vector_dimension_mismatch")
         assert "--rebuild-vectors" in result["degraded"]["hint"] and "16" in result["degraded"]["message"]
+        # status recommends the fix (issue 19 §4: it was null)
+        assert (
+            d.call("status", {"workspace": ws})["workspaces"][0]["recommended"] == "memoryctl index --rebuild-vectors"
+        )
         d.call("index", {"workspace": ws, "rebuild_vectors": True})
         status = embedded(d, ws, total=2)
         assert status["dimension"] == 24 and status.get("problem") is None

@@ -35,6 +35,9 @@ from memoryd.workspaces import Workspace
 
 log = structlog.get_logger("memoryd.notes")
 
+# Why vectors cannot serve that `index --rebuild-vectors` fixes (status recommends it).
+REBUILD_VECTORS_REASONS = frozenset({"vector_dimension_mismatch", "vector_model_mismatch", "vector_index_unusable"})
+
 # Markdown memory, and the rule files the index also covers (the rules service reloads them on change).
 WATCHED = ["memory", "spec/memory", OVERRIDES]
 
@@ -620,6 +623,10 @@ class NotesService:
             recommended = "memoryctl init"
         elif dirty and not notes.watching:
             recommended = "memoryctl index"
+        else:
+            vectors = self.semantic.problem_for(ws.id)
+            if vectors is not None and vectors.reason in REBUILD_VECTORS_REASONS:
+                recommended = "memoryctl index --rebuild-vectors"
         return api.NotesStatus(
             workspace_id=ws.id,
             path=str(ws.path),
