@@ -710,3 +710,28 @@ def test_a_second_save_right_after_a_hand_edit_is_never_overwritten(
     stored = wait_for(lambda: (d := yaml.safe_load(path.read_text()))["revision"] >= 2 and d)  # recorded
     assert stored["facts"]["transport.uart.baud"] == 230400
     assert resolve(daemon, ws, "1.2.3")["facts"]["transport.uart.baud"] == 230400
+
+
+def test_rule_files_written_right_after_workspace_add_are_loaded(daemon_factory: Any) -> None:
+    """Issue 19 §4: rule files written into a freshly created spec/memory tree right after `workspace.add` (as
+    `memoryctl init` then a `git checkout` or a script do) could fall between the rules' first load and the
+    watcher's arming, and stay unloaded until the periodic reconcile (30 s). The reconcile interval is an hour here:
+    only a pass after the watcher is armed can load them."""
+    d: Daemon = daemon_factory(start=False)
+    d.env["MEMORYD_RECONCILE_INTERVAL_S"] = "3600"
+    d.start()
+    source = short_tmp("ws")
+    first = d.call("workspace.add", {"path": str(source)})["workspace_id"]
+    compiled(d, first, rule(observe(d, first)))
+    text = (source / PROFILE).read_text()
+    roots = []
+    for n in range(8):
+        root = short_tmp("ws")
+        ws = d.call("workspace.add", {"path": str(root)})["workspace_id"]
+        target = root / PROFILE
+        target.parent.mkdir(parents=True)
+        target.write_text(text.replace("921600", str(9600 + n)))
+        roots.append((ws, n))
+    for ws, n in roots:
+        # bounded: well under the reconcile interval, far over a load (milliseconds)
+        wait_for(lambda ws=ws, n=n: resolve(d, ws, "1.2.3")["facts"].get("transport.uart.baud") == 9600 + n, 15)

@@ -187,9 +187,13 @@ class NotesService:
                     await tg.start(notes.watcher.run)
                     notes.watching = True
                     # Files changed between the index's own scan (in open) and the watcher's arming are in
-                    # neither: look at every file once more, now that every later change is reported.
+                    # neither: look at every file once more, now that every later change is reported. The same
+                    # for rule files (a tree created right after workspace.add: the rules' first load may have
+                    # read it before, and the watcher's first scan counts them as known, not changed).
                     notes.full_rescan = True
                     notes.wake.set()
+                    if self.on_rules_changed is not None:
+                        await self.on_rules_changed(notes.ws, None)
 
     async def _changed(self, notes: WorkspaceNotes, paths: set[Path]) -> None:
         rules: list[str] = []
