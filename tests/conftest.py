@@ -129,7 +129,10 @@ class Daemon:
 
 
 def daemon_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORYD_", "LISTEN_"))}
+    # (EMBEDDED_MEMORY_ROOT, like MEMORYD_WORKSPACE, would name memoryctl's workspace: not the developer's here)
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("MEMORYD_", "LISTEN_")) and k != "EMBEDDED_MEMORY_ROOT"
+    }
     env["MEMORYD_HOME"] = str(home)
     # No embedding model in tests that are not about semantic search (tests/test_semantic.py turns it on): loading
     # it costs each daemon a second of CPU and ~150 MB.
