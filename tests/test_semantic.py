@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Daemon, daemon_env, short_tmp, wait_for
 
 from memoryd.notes.semantic import units_of
 from memoryd.notes.service import _Candidate, _fuse
 from memoryd.text.passages import passage_spans
+from tests.conftest import Daemon, daemon_env, short_tmp, wait_for
 
 README_NOTE = "串口在 115200 下偶发 ERR_UART_TIMEOUT_0x3F，开启硬件流控（RTS/CTS）后消失"
 DISTRACTORS = [
