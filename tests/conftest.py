@@ -156,7 +156,7 @@ def started() -> Iterator[list[Daemon]]:
     daemons: list[Daemon] = []
     yield daemons
     for d in daemons:
-        if d.proc is not None and d.proc.poll() is None:
+        if d.proc is not None:  # one that exited already: its log file is closed
             d.stop()
 
 

@@ -43,6 +43,7 @@ class FakeEmbeddings:
         self.texts: list[str] = []
         self.gate = threading.Event()
         self.gate.set()
+        self.held = threading.Event()  # set when a request waits at the closed gate
         self.refuse: set[str] = set()  # a request with a text saying one of these is answered 400
         self.nan: set[str] = set()  # a text saying one of these gets a vector of NaN
         fake = self
@@ -52,6 +53,8 @@ class FakeEmbeddings:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 texts = body["input"]
                 if texts != ["dimension probe"]:
+                    if not fake.gate.is_set():
+                        fake.held.set()
                     fake.gate.wait(30)
                     if any(word in t for t in texts for word in fake.refuse):  # as a server does a text too long
                         self.send_response(400)
