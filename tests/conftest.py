@@ -22,6 +22,16 @@ from memoryd.store.prepare import PIPELINE_MIN_BYTES
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that fetches from a package registry gets REGISTRY_TIMEOUT_S rather than pytest's 120 s: a cold
+    download of a host CLI takes minutes (its own timeout marker, when it has one, wins)."""
+    from tests.hostcli import REGISTRY_TIMEOUT_S
+
+    for item in items:
+        if item.get_closest_marker("registry") is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(REGISTRY_TIMEOUT_S))
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

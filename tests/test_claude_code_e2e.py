@@ -24,10 +24,11 @@ import pytest
 
 from tests.conftest import ROOT, Daemon, short_tmp
 from tests.fake_api import FakeAPI, sse
-from tests.hostcli import npx
+from tests.hostcli import CLAUDE_CODE, npx
+
+pytestmark = pytest.mark.registry  # the host comes from the npm registry (tests/hostcli.py)
 
 MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
-CLAUDE_CODE = "@anthropic-ai/claude-code@2"
 
 Script = Callable[[dict[str, Any]], list[dict[str, Any]]]  # a request body → the assistant's content blocks
 

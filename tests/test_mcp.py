@@ -116,16 +116,17 @@ def _inspector(d: Daemon, cwd: Path, *method: str) -> Any:
     """`npx @modelcontextprotocol/inspector --cli` against `memoryctl mcp`; its JSON answer."""
     import json
 
-    from tests.hostcli import npx
+    from tests.hostcli import INSPECTOR, npx
 
     keys = ("MEMORYD_HOME", "PYTHONPATH", "MEMORYD_EMBEDDING_PROVIDER")
     env_args = [arg for key in keys for arg in ("-e", f"{key}={d.env[key]}")]
     server = ["--", sys.executable, "-m", "memoryctl", "mcp", "--method", *method]
-    done = npx("@modelcontextprotocol/inspector@0", "--cli", *env_args, *server, cwd=cwd, env=d.env, timeout=300)
+    done = npx(INSPECTOR, "--cli", *env_args, *server, cwd=cwd, env=d.env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
 
 
+@pytest.mark.registry
 def test_the_mcp_inspector_lists_and_calls_tools(daemon: Daemon, workspace: tuple[Path, str]) -> None:
     root, ws = workspace
     daemon.call("remember", {"workspace": ws, "type": "note", "text": "inspector sees KQZINSPECT"})
