@@ -63,7 +63,8 @@ class FakeMessages(FakeAPI):
         ]
         for n, block in enumerate(blocks):
             if block["type"] == "text":
-                start, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": block["text"]}
+                start: dict[str, Any] = {"type": "text", "text": ""}
+                delta: dict[str, Any] = {"type": "text_delta", "text": block["text"]}
             else:
                 start = {**block, "input": {}}
                 delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}

@@ -53,7 +53,7 @@ class FakeResponses(FakeAPI):
             "output_tokens_details": {"reasoning_tokens": 0},
         }
         response = {"id": "resp_1", "object": "response", "output": []}
-        events = [
+        events: list[dict[str, Any]] = [
             {"type": "response.created", "response": {**response, "status": "in_progress"}},
             {"type": "response.output_item.added", "output_index": 0, "item": item},
             {"type": "response.output_item.done", "output_index": 0, "item": item},

@@ -114,7 +114,7 @@ def test_systemd_socket_activation(home: Path) -> None:
     listener.close()
     try:
         d = Daemon(home, env)
-        d.proc = proc  # type: ignore[assignment]
+        d.proc = proc
         d.socket = sock_path
         d.wait_ready()
         assert d.call("status")["socket"] == str(sock_path)
