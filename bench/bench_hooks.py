@@ -5,6 +5,7 @@ JSON on standard input and waits for it to exit; nothing is warm in the process,
 - UserPromptSubmit with the daemon up (recall for a prompt over a ~1 MB workspace)     target p50 ≤ 60 ms
 - SessionStart (stable part, session snapshot reused) and PostToolUse (observe), daemon up
 - the fail-open path with the daemon down (the socket path points nowhere)             target p50 ≤ 30 ms
+- a daemon that never answers: each event ends by its own deadline                   target p50 ≤ deadline + 300 ms
 - for scale: the bare interpreter (`python -c pass`) and `python -S -c pass`
 
 Run: .venv/bin/python bench/bench_hooks.py [--runs 100] [--mb 1] [--vectors]
@@ -15,17 +16,22 @@ runs with MEMORYD_EMBEDDING_PROVIDER=none, words only.)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from common import Rpc, conditions, daemon, pct, summary
 from corpus import generate
+from memoryctl.hooks import DEADLINES
 
 MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
 
@@ -55,6 +61,35 @@ def sample(
     printed = sum(1 for o in outputs if o)
     print(f"  {name:<44} ms: {summary(times)}{verdict}; printed JSON {printed}/{runs}")
     return outputs
+
+
+@contextlib.contextmanager
+def mute_socket(path: Path) -> Iterator[Path]:
+    """A listening Unix socket that accepts every connection and never answers (tests/test_hooks.py's)."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield path
+    finally:
+        stop.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        server.close()
 
 
 def wait_embedded(rpc: Rpc, ws: str, limit_s: float = 600) -> str:
@@ -147,6 +182,24 @@ def main() -> None:
             30,
         )
         sample("PostToolUse, fail-open", [MEMORYCTL, "hook", "claude", "PostToolUse"], down, [tool], args.runs, None)
+        print("  a daemon that never answers (a socket that accepts and stays mute): each hook's own deadline")
+        with mute_socket(work / "mute.sock") as mute:
+            silent_env = {**env, "MEMORYD_SOCKET": str(mute), "MEMORYD_CONSOLIDATE_AFTER": "1"}
+            for event, body in (
+                ("SessionStart", payload(source="startup")),
+                ("UserPromptSubmit", prompts[0]),
+                ("PostToolUse", tool),
+                ("Stop", payload(stop_hook_active=False)),
+            ):
+                deadline_ms = DEADLINES[event] * 1000
+                sample(
+                    f"{event}, deadline {deadline_ms:g} ms",
+                    [MEMORYCTL, "hook", "claude", event],
+                    silent_env,
+                    [body],
+                    min(args.runs, 10),
+                    deadline_ms + 300,  # the deadline, plus the interpreter's start and exit
+                )
         print("  for scale:")
         sample("python -c pass", [sys.executable, "-c", "pass"], down, [b""], args.runs, None)
         sample("python -S -c pass (no site)", [sys.executable, "-S", "-c", "pass"], down, [b""], args.runs, None)

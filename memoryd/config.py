@@ -89,7 +89,9 @@ class Settings:
     )
     send_timeout_s: float = _setting(30.0, "A client that does not read its reply for this long is disconnected.")
     remember_max_bytes: int = _setting(64 * 1024, "Largest text one remember call may store (UTF-8 bytes).")
-    snippet_max_chars: int = _setting(700, "Default snippet length in search hits (a search may ask for 20..4000).")
+    snippet_max_chars: int = _setting(
+        700, "Default snippet length in search hits, `**` markers and … included (a search may ask for 20..4000)."
+    )
     search_max_limit: int = _setting(100, "Largest `limit` a search may ask for.")
     get_max_lines: int = _setting(200, "Largest `lines` a get may ask for.")
     chunk_max_lines: int = _setting(40, "Long sections are split into windows of this many lines.")

@@ -81,7 +81,16 @@ def generated() -> dict[Path, str]:
         "| name | code | message | hint | memoryctl exit |\n|---|---|---|---|---|\n",
     ]
     for spec in SPECS.values():
-        lines.append(f"| `{spec.name}` | {spec.code} | {spec.message} | {spec.hint} | {spec.exit_code} |\n")
+        if not spec.retired:
+            lines.append(f"| `{spec.name}` | {spec.code} | {spec.message} | {spec.hint} | {spec.exit_code} |\n")
+    lines += [
+        "\n## Retired\n\n",
+        "Names no answer carries any more; their codes stay taken.\n\n",
+        "| name | code | message | why retired, and what answers instead |\n|---|---|---|---|\n",
+    ]
+    for spec in SPECS.values():
+        if spec.retired:
+            lines.append(f"| `{spec.name}` | {spec.code} | {spec.message} | {spec.retired} |\n")
     out[ROOT / "docs" / "reference" / "errors.md"] = "".join(lines)
 
     lines = [

@@ -1,8 +1,9 @@
 """The one table of error names and codes.
 
 Protocol faults use the JSON-RPC 2.0 codes. Application errors carry a stable symbolic name in
-``error.data.name``, a code that is never reused (retired names stay in the table, marked retired), and a hint.
-``docs/reference/errors.md`` is generated from this table and a test fails when they differ.
+``error.data.name``, a code that is never reused (retired names stay in the table with ``retired`` saying why and
+what answers instead; nothing raises them), and a hint. ``docs/reference/errors.md`` is generated from this table
+and a test fails when they differ; another fails when a name that is not retired is raised nowhere.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ class ErrorSpec:
     message: str
     hint: str
     exit_code: int = 1  # memoryctl's exit status for this error
+    retired: str = ""  # why nothing raises it any more, and what answers instead ("" = in use)
 
 
 PARSE_ERROR = -32700
@@ -99,6 +101,9 @@ _SPECS = [
         "SQLite FTS5 is not available",
         "Reinstall memoryd so the APSW wheel (which bundles SQLite with FTS5) is used.",
         1,
+        retired="The APSW wheel memoryd depends on bundles SQLite with FTS5, so it cannot be missing from a working "
+        "install; `status` reports the probe (`probes.fts5`) and an index that cannot be opened answers "
+        "MEMORY_INDEX_FAILED.",
     ),
     ErrorSpec(
         "MEMORY_WRITE_FAILED",
@@ -134,6 +139,8 @@ _SPECS = [
         "Status could not be computed",
         "Check the daemon log; restart the daemon if it persists.",
         1,
+        retired="`status` never fails as a whole: what is wrong with a workspace is in its `error` and "
+        "`recommended` fields, and with vectors in `vectors.problem`.",
     ),
     ErrorSpec(
         "MEMORY_FORBIDDEN",
@@ -276,6 +283,8 @@ class AppError(Exception):
 
     def __init__(self, name: str, message: str | None = None, *, hint: str | None = None, **data: Any) -> None:
         spec = SPECS[name]
+        if spec.retired:
+            raise ValueError(f"{name} is retired: {spec.retired}")
         self.spec = spec
         self.name = name
         self.message = message or spec.message

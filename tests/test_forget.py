@@ -154,3 +154,20 @@ def test_memoryctl_forget_and_restore(daemon: Daemon, workspace: tuple[Path, str
     out = daemon.memoryctl("restore", run_id, cwd=root)
     assert out.returncode == 0 and f"restored {run_id}" in out.stdout, out.stderr
     assert found(daemon, ws, "delta")
+
+
+def test_forgetting_an_entry_longer_than_a_window_hides_all_of_it(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    """Issue 19 §4: an entry longer than chunk_max_lines (40) is indexed in several windows; forget hid only the
+    first, the rest stayed searchable (and injectable)."""
+    _, ws = workspace
+    body = "\n".join(f"step {n} of the bring-up" for n in range(90)) + "\nKQZTAILWORD at the very end"
+    entry = remember(daemon, ws, "KQZHEADWORD long bring-up log\n" + body)
+    kept = remember(daemon, ws, "KQZTAILWORD said again elsewhere")
+    assert len(found(daemon, ws, "KQZTAILWORD")) == 2 and found(daemon, ws, "KQZHEADWORD")
+    daemon.call("forget", {"workspace": ws, "id": entry["id"]})
+    assert found(daemon, ws, "KQZHEADWORD") == []
+    tail = found(daemon, ws, "KQZTAILWORD")
+    assert len(tail) == 1 and "said again" in tail[0], tail
+    assert "bring-up" not in context_text(daemon, ws, "KQZTAILWORD bring-up step")
+    assert not [h for h in daemon.call("search", {"workspace": ws, "query": "bring-up step"})["hits"]]
+    assert kept["id"] != entry["id"]

@@ -29,8 +29,8 @@ async def roundtrip(values: list[Any], cuts: list[int]) -> list[Any]:
         return b"ok\n"
 
     a, b = socket.socketpair(socket.AF_UNIX)
-    server_stream = await anyio.abc.SocketStream.from_socket(a)  # type: ignore[attr-defined]
-    client = await anyio.abc.SocketStream.from_socket(b)  # type: ignore[attr-defined]
+    server_stream = await anyio.abc.SocketStream.from_socket(a)
+    client = await anyio.abc.SocketStream.from_socket(b)
     draining = anyio.Event()
     async with anyio.create_task_group() as tg:
         tg.start_soon(

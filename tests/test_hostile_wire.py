@@ -14,7 +14,6 @@ from typing import Any
 import orjson
 import pytest
 import yaml
-from memoryctl import rpc as client
 from memoryctl.rpc import ClientError, Connection, RemoteError
 
 from tests.conftest import Daemon, short_tmp, wait_for
@@ -152,7 +151,7 @@ def test_memoryctl_retries_briefly_when_every_slot_is_taken(
         held.close()
         real_sleep(seconds)
 
-    monkeypatch.setattr(client.time, "sleep", slot_frees)
+    monkeypatch.setattr(time, "sleep", slot_frees)  # the one time module, memoryctl.rpc's too
     with Connection(str(d.socket), 10.0) as conn:
         assert conn.call("ping")["pong"]
     assert waits  # it was answered MEMORY_BUSY first, then retried
@@ -178,7 +177,7 @@ def test_memoryctl_retries_while_the_listen_backlog_is_full(monkeypatch: pytest.
             pass
         real_sleep(0)
 
-    monkeypatch.setattr(client.time, "sleep", backlog_drains)
+    monkeypatch.setattr(time, "sleep", backlog_drains)
     try:
         with Connection(path, 5.0):
             pass
@@ -193,7 +192,7 @@ def test_memoryctl_retries_while_the_listen_backlog_is_full(monkeypatch: pytest.
 
 def fill_backlog(path: str) -> list[socket.socket]:
     """Connect without being accepted until the kernel says EAGAIN: the listen backlog is full."""
-    fillers = []
+    fillers: list[socket.socket] = []
     while True:
         filler = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         filler.setblocking(False)

@@ -158,6 +158,21 @@ def test_index_deleted_while_running_is_rebuilt(daemon: Daemon, workspace: tuple
     assert db.exists()
 
 
+def test_a_search_right_after_the_index_file_is_deleted_answers(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    """Issue 19 §4: the first searches after index.sqlite was deleted answered MEMORY_INDEX_CORRUPTED for ~2 s (a
+    search thread that had not opened the file since the last swap could not open it). They must answer: from the
+    rebuilt index, or with stale: true."""
+    path, ws = workspace
+    _notes(path)
+    daemon.call("index", {"workspace": ws, "full": True})  # a swap: every search thread opens the file anew
+    db = Path(_status(daemon, ws)["index_path"])
+    db.unlink()
+    for _ in range(4):
+        result = daemon.call("search", {"workspace": ws, "query": "firmware"})
+        assert result["hits"] or result["stale"] is True, result
+    wait_for(lambda: _healed(daemon, ws, "missing"), timeout=30)
+
+
 def test_the_index_notices_a_file_damaged_or_deleted_under_it() -> None:
     root, state = short_tmp("ws"), short_tmp("st")
     try:

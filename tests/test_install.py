@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import short_tmp
-from tests.hostcli import npx
+from tests.hostcli import CLAUDE_CODE, CODEX, OPENCODE, npx
 
 MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
 
@@ -35,6 +35,7 @@ def project() -> tuple[Path, Path]:
     return root, home
 
 
+@pytest.mark.registry
 def test_claude_project_files_merge_and_claude_reads_them(project: tuple[Path, Path]) -> None:
     root, home = project
     (root / ".claude").mkdir()
@@ -65,10 +66,11 @@ def test_claude_project_files_merge_and_claude_reads_them(project: tuple[Path, P
     memoryctl("install", "claude", cwd=root, home=home)
     assert (root / ".claude" / "settings.json").read_text() == before  # a second run changes nothing
 
-    shown = host("@anthropic-ai/claude-code@2", "mcp", "get", "memoryd", cwd=root, home=home)
+    shown = host(CLAUDE_CODE, "mcp", "get", "memoryd", cwd=root, home=home)
     assert shown.returncode == 0 and "memoryd:" in shown.stdout and "Project config" in shown.stdout, shown.stdout
 
 
+@pytest.mark.registry
 def test_codex_config_block_and_codex_reads_it(project: tuple[Path, Path]) -> None:
     root, home = project
     (home / ".codex").mkdir()
@@ -77,7 +79,7 @@ def test_codex_config_block_and_codex_reads_it(project: tuple[Path, Path]) -> No
     assert memoryctl("install", "codex", "--scope", "user", cwd=root, home=home).returncode == 0  # replaced, not added
     text = (home / ".codex" / "config.toml").read_text()
     assert text.startswith('model = "o4"') and text.count("[mcp_servers.memoryd]") == 1
-    listed = host("@openai/codex", "mcp", "list", "--json", cwd=root, home=home)
+    listed = host(CODEX, "mcp", "list", "--json", cwd=root, home=home)
     assert listed.returncode == 0, listed.stderr[-1000:]
     servers = {s["name"]: s for s in json.loads(listed.stdout)}
     assert servers["memoryd"]["transport"]["command"] == MEMORYCTL and servers["memoryd"]["transport"]["args"] == [
@@ -88,6 +90,7 @@ def test_codex_config_block_and_codex_reads_it(project: tuple[Path, Path]) -> No
     assert {"MEMORYD_HOME", "XDG_RUNTIME_DIR"} <= set(servers["memoryd"]["transport"]["env_vars"])
 
 
+@pytest.mark.registry
 def test_opencode_config_and_opencode_connects(project: tuple[Path, Path]) -> None:
     root, home = project
     assert memoryctl("install", "opencode", cwd=root, home=home).returncode == 0
@@ -98,7 +101,7 @@ def test_opencode_config_and_opencode_connects(project: tuple[Path, Path]) -> No
         "enabled": True,
     }
     assert (root / ".opencode" / "plugin" / "memoryd.ts").exists()
-    listed = host("opencode-ai", "mcp", "list", cwd=root, home=home)
+    listed = host(OPENCODE, "mcp", "list", cwd=root, home=home)
     assert listed.returncode == 0 and "memoryd" in listed.stdout and "connected" in listed.stdout, listed.stdout[-2000:]
 
 

@@ -13,14 +13,19 @@ from memoryd import log as logsetup
 
 
 class _Stderr(io.TextIOWrapper):
+    """A text stderr over a BytesIO (``raw``), a terminal or not."""
+
+    def __init__(self, tty: bool) -> None:
+        self.raw_bytes = io.BytesIO()
+        super().__init__(self.raw_bytes, encoding="utf-8", write_through=True)
+        self._tty = tty
+
     def isatty(self) -> bool:
-        return self._tty  # type: ignore[no-any-return]
+        return self._tty
 
 
 def _stderr(tty: bool) -> _Stderr:
-    stream = _Stderr(io.BytesIO(), encoding="utf-8", write_through=True)
-    stream._tty = tty  # type: ignore[attr-defined]
-    return stream
+    return _Stderr(tty)
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +39,7 @@ def test_json_lines_off_a_tty_with_batched_requests(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(sys, "stderr", stream)
     logsetup.configure("info")
     logsetup.request("ping", 0.01, None, 1, 7)
-    raw = stream.buffer
+    raw = stream.raw_bytes
     assert raw.getvalue() == b""  # request lines wait for the next flush...
     structlog.get_logger("t").warning("disk_low", free_mb=3)  # ...and go out with the first warning
     lines = [json.loads(line) for line in raw.getvalue().splitlines()]
@@ -50,7 +55,7 @@ def test_console_renderer_on_a_tty(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "stderr", stream)
     logsetup.configure("info")
     structlog.get_logger("t").info("ready", socket="/tmp/x.sock")
-    text = stream.buffer.getvalue().decode()
+    text = stream.raw_bytes.getvalue().decode()
     assert "ready" in text and "socket=/tmp/x.sock" in text
     with pytest.raises(ValueError):
         json.loads(text.splitlines()[0])
@@ -62,7 +67,7 @@ def test_level_filters_request_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     logsetup.configure("warning")
     logsetup.request("ping", 0.01, None, 1, 1)
     logsetup.flush()
-    assert stream.buffer.getvalue() == b""
+    assert stream.raw_bytes.getvalue() == b""
 
 
 def test_lines_from_eight_threads_arrive_exactly_once_while_the_loop_flushes() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.types import CallToolResult, TextContent
 
 from tests.conftest import Daemon, short_tmp
 
@@ -33,6 +34,13 @@ def server(d: Daemon, cwd: Path, *extra: str) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=["-m", "memoryctl", "mcp", *extra], env=d.env, cwd=cwd)
 
 
+def text_of(result: CallToolResult) -> str:
+    """The text of a tool result's first block (a tool error's message)."""
+    block = result.content[0]
+    assert isinstance(block, TextContent), block
+    return block.text
+
+
 def structured(result: Any) -> dict[str, Any]:
     assert not result.is_error, result.content
     data: dict[str, Any] = result.structured_content
@@ -42,7 +50,7 @@ def structured(result: Any) -> dict[str, Any]:
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_tools_and_a_round_trip(daemon: Daemon, workspace: tuple[Path, str], mode: str) -> None:
     root, ws = workspace
-    async with Client(server(daemon, root), mode=mode) as client:  # type: ignore[arg-type]
+    async with Client(server(daemon, root), mode=mode) as client:
         era = client.session.discover_result if mode == "auto" else client.session.initialize_result
         assert era is not None  # the handshake this era uses
         tools = {t.name: t for t in (await client.list_tools()).tools}
@@ -51,8 +59,9 @@ async def test_tools_and_a_round_trip(daemon: Daemon, workspace: tuple[Path, str
             properties = tool.input_schema.get("properties", {})
             assert "workspace" not in properties and "scope" not in properties, name  # bound to one project
             assert tool.description and tool.annotations is not None and tool.output_schema is not None, name
-        assert tools["memory_search"].annotations.read_only_hint is True
-        assert tools["memory_forget"].annotations.destructive_hint is True
+        search, forget = tools["memory_search"].annotations, tools["memory_forget"].annotations
+        assert search is not None and search.read_only_hint is True
+        assert forget is not None and forget.destructive_hint is True
         assert "memory_get" in (tools["memory_search"].description or "")
 
         entry = structured(
@@ -73,11 +82,9 @@ async def test_tools_and_a_round_trip(daemon: Daemon, workspace: tuple[Path, str
 
         # a daemon error is a tool error with its stable name and hint, and the server goes on
         failed = await client.call_tool("memory_get", {"path": "../outside.md"})
-        assert (
-            failed.is_error and "MEMORY_PATH_TRAVERSAL" in failed.content[0].text and "hint:" in failed.content[0].text
-        )
+        assert failed.is_error and "MEMORY_PATH_TRAVERSAL" in text_of(failed) and "hint:" in text_of(failed)
         failed = await client.call_tool("memory_forget", {"id": "ent_0000000000000000"})
-        assert failed.is_error and "MEMORY_ITEM_NOT_FOUND" in failed.content[0].text
+        assert failed.is_error and "MEMORY_ITEM_NOT_FOUND" in text_of(failed)
         gone = structured(await client.call_tool("memory_forget", {"id": hits[0]["item_id"]}))
         assert (
             gone["run_id"]
@@ -110,23 +117,24 @@ async def test_a_daemon_that_is_down_is_a_tool_error(home: Path) -> None:
     async with Client(params, mode="legacy") as client:
         assert len((await client.list_tools()).tools) == len(TOOLS)
         result = await client.call_tool("memory_search", {"query": "anything"})
-        assert result.is_error and "DAEMON_UNAVAILABLE" in result.content[0].text
+        assert result.is_error and "DAEMON_UNAVAILABLE" in text_of(result)
 
 
 def _inspector(d: Daemon, cwd: Path, *method: str) -> Any:
     """`npx @modelcontextprotocol/inspector --cli` against `memoryctl mcp`; its JSON answer."""
     import json
 
-    from tests.hostcli import npx
+    from tests.hostcli import INSPECTOR, npx
 
     keys = ("MEMORYD_HOME", "PYTHONPATH", "MEMORYD_EMBEDDING_PROVIDER")
     env_args = [arg for key in keys for arg in ("-e", f"{key}={d.env[key]}")]
     server = ["--", sys.executable, "-m", "memoryctl", "mcp", "--method", *method]
-    done = npx("@modelcontextprotocol/inspector@0", "--cli", *env_args, *server, cwd=cwd, env=d.env, timeout=300)
+    done = npx(INSPECTOR, "--cli", *env_args, *server, cwd=cwd, env=d.env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
 
 
+@pytest.mark.registry
 def test_the_mcp_inspector_lists_and_calls_tools(daemon: Daemon, workspace: tuple[Path, str]) -> None:
     root, ws = workspace
     daemon.call("remember", {"workspace": ws, "type": "note", "text": "inspector sees KQZINSPECT"})

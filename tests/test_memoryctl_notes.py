@@ -142,3 +142,46 @@ def test_help_verb_shows_that_verbs_help(daemon_factory: Any) -> None:
     assert offline.memoryctl("help").returncode == 0
     wrong = offline.memoryctl("help", "serch")
     assert wrong.returncode == 2 and "did you mean 'search'" in wrong.stderr
+
+
+def _memoryctl_env(daemon: Daemon, cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memoryctl", *args],
+        env={**daemon.env, **env},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_default_workspace_can_come_from_the_environment(daemon: Daemon) -> None:
+    """Issue 19 §4: MEMORYD_WORKSPACE, then EMBEDDED_MEMORY_ROOT (seed 000 §3), name the workspace when --workspace
+    does not; the cwd only when neither is set."""
+    a, b, elsewhere = short_tmp("pa"), short_tmp("pb"), short_tmp("none")
+    for project, word in ((a, "KQZENVA"), (b, "KQZENVB")):
+        assert daemon.memoryctl("init", cwd=project).returncode == 0
+        assert daemon.memoryctl("remember", f"{word} 环境变量", cwd=project).returncode == 0
+    ws_b = json.loads(daemon.memoryctl("--json", "status", cwd=b).stdout)["data"]["workspaces"][0]["workspace_id"]
+
+    def found(*args: str, **env: str) -> str:
+        out = _memoryctl_env(daemon, elsewhere, "--json", "search", "KQZENVA KQZENVB", *args, **env)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return " ".join(h["snippet"] for h in json.loads(out.stdout)["data"]["hits"])
+
+    assert "KQZENVA" in found(MEMORYD_WORKSPACE=str(a)) and "KQZENVB" not in found(MEMORYD_WORKSPACE=str(a))
+    assert "KQZENVB" in found(EMBEDDED_MEMORY_ROOT=str(b)) and "KQZENVA" not in found(EMBEDDED_MEMORY_ROOT=str(b))
+    assert "KQZENVB" in found(MEMORYD_WORKSPACE=ws_b)  # an id, as --workspace takes
+    assert "KQZENVA" in found(MEMORYD_WORKSPACE=str(a), EMBEDDED_MEMORY_ROOT=str(b))  # MEMORYD_WORKSPACE first
+    assert "KQZENVB" in found("--workspace", str(b), MEMORYD_WORKSPACE=str(a))  # the flag first
+    relative = _memoryctl_env(daemon, a.parent, "--json", "search", "KQZENVA", MEMORYD_WORKSPACE=a.name)
+    assert json.loads(relative.stdout)["data"]["hits"]  # relative to the cwd
+    remembered = _memoryctl_env(daemon, elsewhere, "--json", "remember", "KQZENVC", EMBEDDED_MEMORY_ROOT=str(b))
+    assert json.loads(remembered.stdout)["ok"] and list((b / "memory").glob("*.md"))
+    # a named workspace that is not registered is an error, not a silent fallback to the daemon's status
+    status = _memoryctl_env(daemon, a, "--json", "status", MEMORYD_WORKSPACE=str(elsewhere))
+    assert json.loads(status.stdout)["error"]["name"] == "MEMORY_WORKSPACE_NOT_FOUND"
+    # init registers the directory the environment names
+    fresh = short_tmp("pc")
+    init = _memoryctl_env(daemon, elsewhere, "init", EMBEDDED_MEMORY_ROOT=str(fresh))
+    assert init.returncode == 0 and str(fresh) in init.stdout

@@ -18,7 +18,9 @@ import pytest
 
 from tests.conftest import ROOT, Daemon, short_tmp
 from tests.fake_api import FakeAPI, sse
-from tests.hostcli import npx
+from tests.hostcli import OPENCODE, npx
+
+pytestmark = pytest.mark.registry  # the host comes from the npm registry (tests/hostcli.py)
 
 MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
 
@@ -96,7 +98,7 @@ def project(daemon: Daemon, fake: FakeChat) -> tuple[Path, str]:
 def opencode(d: Daemon, cwd: Path, prompt: str, *extra: str) -> subprocess.CompletedProcess[str]:
     home = d.home / "opencode-home"
     env = {**d.env, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "MEMORYCTL": MEMORYCTL}
-    return npx("opencode-ai@1", "run", *extra, prompt, cwd=cwd, env=env)
+    return npx(OPENCODE, "run", *extra, prompt, cwd=cwd, env=env)
 
 
 def test_stable_in_the_system_prompt_and_recall_in_the_turn(

@@ -83,7 +83,7 @@ def test_snippet_marks_the_matched_words_and_keeps_to_its_length() -> None:
     long = ["x" * 50 for _ in range(30)] + ["- the needle line"]
     text = passages.snippet(long, ("needle",), 100)
     assert text.startswith("…") and "**needle**" in text
-    assert len(text.replace(passages.MARK, "")) <= 100
+    assert len(text) <= 100
 
 
 _LINE = st.one_of(
@@ -111,3 +111,33 @@ def test_a_passage_never_starts_or_ends_inside_a_bullet_or_a_code_block(lines: l
             else:  # a paragraph: cut only at line boundaries inside it
                 assert p.end <= unit[1] and (p.start in starts or p.start > unit[0])
         assert p.matched and p.score > 0
+
+
+_SNIPPET_LINE = st.one_of(
+    st.sampled_from(["- UART timeouts at 115200", "串口超时 again 串口", "needle", "- needle needle needle", ""]),
+    st.text(alphabet="abn edl串口超时\n-", max_size=80),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    lines=st.lists(_SNIPPET_LINE, max_size=60),
+    words=st.lists(st.sampled_from(["timeout", "uart", "串口", "超时", "needle", "a", "e"]), max_size=4),
+    max_chars=st.integers(min_value=20, max_value=4000),
+)
+def test_a_snippet_never_exceeds_its_setting_and_never_cuts_a_marker(
+    lines: list[str], words: list[str], max_chars: int
+) -> None:
+    text = passages.snippet(lines, tuple(words), max_chars)
+    assert len(text) <= max_chars
+    assert text.count(passages.MARK) % 2 == 0  # the lines hold no "*": every marker opened is closed
+    for run in text.split(passages.MARK)[1::2]:
+        assert run and passages.MARK not in run and "…" not in run
+
+
+def test_a_snippet_full_of_matches_stays_within_the_default_cap() -> None:
+    """Issue 19 §4: the cap was applied before the markers were added (704 and 1,096 characters at 700)."""
+    lines = [" ".join(["needle"] * 10) for _ in range(40)]
+    text = passages.snippet(lines, ("needle",), 700)
+    assert len(text) <= 700 and text.endswith("…") and text.startswith("**needle**")
+    assert text.count(passages.MARK) % 2 == 0

@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, short_tmp
+from tests.hostcli import skip_if_unreachable
+
+pytestmark = pytest.mark.registry
 
 
 def test_pipx_install_gives_a_memoryctl_that_configures_a_host() -> None:
@@ -28,8 +31,7 @@ def test_pipx_install_gives_a_memoryctl_that_configures_a_host() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pipx", "install", str(ROOT)], env=env, capture_output=True, text=True, timeout=900
     )
-    if done.returncode != 0 and ("Could not find a version" in done.stderr or "NewConnectionError" in done.stderr):
-        pytest.skip(f"the package registry is not reachable: {done.stderr[-300:]}")
+    skip_if_unreachable(done, "pip")
     assert done.returncode == 0, done.stderr[-2000:]
     memoryctl = home / "bin" / "memoryctl"
     version = subprocess.run([str(memoryctl), "--version"], env=env, capture_output=True, text=True, timeout=60)
@@ -70,8 +72,7 @@ def test_uv_tool_install_gives_a_memoryctl_on_its_own() -> None:
         text=True,
         timeout=900,
     )
-    if done.returncode != 0 and ("dns error" in done.stderr or "Failed to fetch" in done.stderr):
-        pytest.skip(f"the package registry is not reachable: {done.stderr[-300:]}")
+    skip_if_unreachable(done, "uv")
     assert done.returncode == 0, done.stderr[-2000:]
     version = subprocess.run(
         [str(home / "bin" / "memoryctl"), "--version"], env=env, capture_output=True, text=True, timeout=60

@@ -13,16 +13,25 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, short_tmp
-from tests.hostcli import npx
+from tests.hostcli import (
+    BUN_TYPES,
+    CLAUDE_CODE,
+    CODEX,
+    OPENCODE_PLUGIN,
+    TYPESCRIPT,
+    npm_cache,
+    npx,
+    skip_if_unreachable,
+)
 
 PLUGIN = ROOT / "plugins" / "memoryd"
-CLAUDE_CODE = "@anthropic-ai/claude-code@2"
 
 
 def _claude(*args: str) -> subprocess.CompletedProcess[str]:
     return npx(CLAUDE_CODE, *args)
 
 
+@pytest.mark.registry
 @pytest.mark.parametrize("target", [ROOT, PLUGIN], ids=["marketplace", "plugin"])
 def test_claude_plugin_validate_strict(target: Path) -> None:
     done = _claude("plugin", "validate", "--strict", str(target))
@@ -61,11 +70,12 @@ def test_the_hook_script_fails_open_without_memoryctl() -> None:
     assert done.returncode == 1 and "memoryctl not found" in done.stderr
 
 
+@pytest.mark.registry
 def test_codex_installs_the_plugin_from_the_repository_marketplace() -> None:
     home = short_tmp("cx")
 
     def codex(*args: str) -> subprocess.CompletedProcess[str]:
-        done = npx("@openai/codex", *args, env={**os.environ, "HOME": str(home)})
+        done = npx(CODEX, *args, env={**os.environ, "HOME": str(home)})
         assert done.returncode == 0, done.stderr[-2000:]
         return done
 
@@ -81,6 +91,7 @@ def test_codex_installs_the_plugin_from_the_repository_marketplace() -> None:
     assert os.access(cached / "bin" / "memoryd-hook", os.X_OK)
 
 
+@pytest.mark.registry
 def test_the_opencode_plugin_typechecks_against_opencodes_own_types() -> None:
     npm = shutil.which("npm")
     npx = shutil.which("npx")
@@ -99,9 +110,9 @@ def test_the_opencode_plugin_typechecks_against_opencodes_own_types() -> None:
         "skipLibCheck": True,
     }
     (work / "tsconfig.json").write_text(json.dumps({"compilerOptions": options, "files": ["memoryd.ts"]}))
-    cache = str(ROOT / ".venv" / "npm-cache")
+    cache = str(npm_cache())
     env = {**os.environ, "npm_config_update_notifier": "false"}
-    packages = ["@opencode-ai/plugin@1", "typescript@5", "bun-types@1"]
+    packages = [OPENCODE_PLUGIN, TYPESCRIPT, BUN_TYPES]
     done = subprocess.run(
         [npm, "install", "--silent", "--cache", cache, *packages],
         cwd=work,
@@ -110,8 +121,7 @@ def test_the_opencode_plugin_typechecks_against_opencodes_own_types() -> None:
         text=True,
         timeout=600,
     )
-    if done.returncode != 0 and "ENOTFOUND" in done.stderr:
-        pytest.skip(f"the npm registry is not reachable: {done.stderr[-300:]}")
+    skip_if_unreachable(done)
     assert done.returncode == 0, done.stderr[-2000:]
     checked = subprocess.run([npx, "tsc", "-p", "."], cwd=work, env=env, capture_output=True, text=True, timeout=300)
     assert checked.returncode == 0, checked.stdout + checked.stderr

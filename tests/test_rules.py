@@ -770,3 +770,28 @@ def test_a_yaml_typo_names_its_line_and_the_parsers_reason(daemon: Daemon, works
     path.write_text("rule_id: uart-flow-control\nmodel_id: KX-200\nfacts: {a: 1\nconfidence: 0.9\n")
     errors = wait_for(lambda: (e := resolve(daemon, ws, "1.2.3")["errors"]) and "line 3" in e[0] and e)
     assert "not valid YAML: " in errors[0] and "expected" in errors[0], errors
+
+
+def test_rule_files_written_right_after_workspace_add_are_loaded(daemon_factory: Any) -> None:
+    """Issue 19 §4: rule files written into a freshly created spec/memory tree right after `workspace.add` (as
+    `memoryctl init` then a `git checkout` or a script do) could fall between the rules' first load and the
+    watcher's arming, and stay unloaded until the periodic reconcile (30 s). The reconcile interval is an hour here:
+    only a pass after the watcher is armed can load them."""
+    d: Daemon = daemon_factory(start=False)
+    d.env["MEMORYD_RECONCILE_INTERVAL_S"] = "3600"
+    d.start()
+    source = short_tmp("ws")
+    first = d.call("workspace.add", {"path": str(source)})["workspace_id"]
+    compiled(d, first, rule(observe(d, first)))
+    text = (source / PROFILE).read_text()
+    roots = []
+    for n in range(8):
+        root = short_tmp("ws")
+        ws = d.call("workspace.add", {"path": str(root)})["workspace_id"]
+        target = root / PROFILE
+        target.parent.mkdir(parents=True)
+        target.write_text(text.replace("921600", str(9600 + n)))
+        roots.append((ws, n))
+    for ws, n in roots:
+        # bounded: well under the reconcile interval, far over a load (milliseconds)
+        wait_for(lambda ws=ws, n=n: resolve(d, ws, "1.2.3")["facts"].get("transport.uart.baud") == 9600 + n, 15)

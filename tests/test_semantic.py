@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Daemon, daemon_env, short_tmp, wait_for
 
 from memoryd.notes.semantic import units_of
 from memoryd.notes.service import _Candidate, _fuse
 from memoryd.text.passages import passage_spans
+from tests.conftest import Daemon, daemon_env, short_tmp, wait_for
 
 README_NOTE = "串口在 115200 下偶发 ERR_UART_TIMEOUT_0x3F，开启硬件流控（RTS/CTS）后消失"
 DISTRACTORS = [
@@ -45,6 +45,7 @@ class FakeEmbeddings:
         self.texts: list[str] = []
         self.gate = threading.Event()
         self.gate.set()
+        self.held = threading.Event()  # set when a request waits at the closed gate
         self.refuse: set[str] = set()  # a request with a text saying one of these is answered 400
         self.stall = ""  # "hang": requests (but the probe) are never answered; "trickle": a byte a tenth second
         self.stalled = 0  # requests held by ``stall`` now
@@ -72,6 +73,8 @@ class FakeEmbeddings:
                     fake.stalled -= 1
                     return
                 if texts != ["dimension probe"]:
+                    if not fake.gate.is_set():
+                        fake.held.set()
                     fake.gate.wait(30)
                     if any(word in t for t in texts for word in fake.refuse):  # as a server does a text too long
                         self.send_response(400)
@@ -225,6 +228,8 @@ def test_a_missing_extension_file_degrades_to_bm25(started: list[Daemon], home: 
     _, ws = add_workspace(d, [README_NOTE])
     result = degraded_to(d, ws, "vector_extension_unavailable")
     assert "sqlite-vec" in result["degraded"]["hint"] or "vector_extension" in result["degraded"]["hint"]
+    # the settings file a user has (issue 19 §4: the hint named settings.yaml, which does not exist)
+    assert "config/memoryd.yaml" in result["degraded"]["hint"] and "settings.yaml" not in result["degraded"]["hint"]
     assert '"vectors_unavailable"' in d.log.read_text() and "vector_extension_unavailable" in d.log.read_text()
     assert search(d, ws, "ERR_UART_TIMEOUT_0x3F", mode="vector")["mode"] == "bm25"
 
@@ -359,6 +364,10 @@ def test_a_changed_dimension_degrades_until_vectors_are_rebuilt(started: list[Da
         d = start(started, home, **endpoint(second))
         result = degraded_to(d, ws, "vector_dimension_mismatch")
         assert "--rebuild-vectors" in result["degraded"]["hint"] and "16" in result["degraded"]["message"]
+        # status recommends the fix (issue 19 §4: it was null)
+        assert (
+            d.call("status", {"workspace": ws})["workspaces"][0]["recommended"] == "memoryctl index --rebuild-vectors"
+        )
         d.call("index", {"workspace": ws, "rebuild_vectors": True})
         status = embedded(d, ws, total=2)
         assert status["dimension"] == 24 and status.get("problem") is None

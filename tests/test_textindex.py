@@ -287,15 +287,31 @@ def test_hostile_examples(conn: apsw.Connection) -> None:
             conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (match,)).fetchall()
 
 
+# What people write: Latin, Greek, Cyrillic, Arabic, Indic… (the BMP up to the symbols), kana, Han, Hangul, emoji,
+# controls and NUL. Not the code points whose class SQLite's unicode61 (Unicode 6.1 tables) and Python (\\w, a later
+# Unicode) disagree on: unassigned, private-use, enclosed CJK (㊊), scripts added since 6.1: a query cannot name a
+# word holding one of those (tracked in issue 19's report).
+WRITTEN = st.one_of(
+    st.characters(codec="utf-8", max_codepoint=0x1FFF, exclude_categories=("Cn", "Co")),
+    st.characters(min_codepoint=0x3040, max_codepoint=0x30FF),
+    st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF),
+    st.characters(min_codepoint=0xAC00, max_codepoint=0xD7A3),
+    st.sampled_from(["😀", "🎉", "\x00", "\u200b", "\u3000", "，", "。"]),
+)
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text(alphabet=WIDE, max_size=200))
+@given(st.text(alphabet=WRITTEN, max_size=200))
 def test_any_text_can_be_indexed_and_found_by_itself(text: str) -> None:
     body, idents = index_fields(text)
     assert index_fields(text) == (body, idents)  # deterministic
     conn = make_table([text, "filler row"])
     match = match_expression(text)
-    if match is not None:
-        conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (match,)).fetchall()
+    if match is not None:  # a text with a word in it: searching for the text finds it (row 1)
+        found = [row[0] for row in conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (match,))]
+        assert 1 in found, (text, match)
+    else:  # nothing to search for: no word at all, so nothing was indexed as one
+        assert not (body.strip() or idents.strip()) or not any(c.isalnum() for c in text), (text, body, idents)
 
 
 IDENTISH = st.text(alphabet=st.sampled_from("aZé1 0_./:\\-串,(ǀ"), max_size=40)

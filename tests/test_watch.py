@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import pytest
 
 from memoryd.watch import POLLING_ENV, WorkspaceWatcher
@@ -294,12 +295,26 @@ async def test_temp_hidden_and_foreign_files_ignored(ws: Path, mode: str) -> Non
         assert rec.seen().isdisjoint(ignored)
 
 
+async def watching_steadily(ws: Path, watcher: WorkspaceWatcher, rec: Recorder) -> None:
+    """Return once the watcher is in its steady loop: a change made now was reported, and (native mode) its
+    backend thread is back inside ``watch()`` (it holds the watcher's one thread token there). A readiness signal,
+    where a sleep guessed (issue 19 §5)."""
+    m = rec.mark()
+    await rec.wait_for(m, write(ws / "memory" / "ready.md"))
+    with anyio.fail_after(5):
+        while watcher._notify is not None and not (
+            watcher._limiter is not None and watcher._limiter.borrowed_tokens == 1
+        ):
+            await anyio.lowlevel.checkpoint()  # a turn of the loop, not a guess of how long anything takes
+
+
 @pytest.mark.anyio
 async def test_stop_is_prompt(ws: Path, mode: str) -> None:
-    watcher = WorkspaceWatcher(ws, SUBTREES, on_change=Recorder(mode))
+    rec = Recorder(mode)
+    watcher = WorkspaceWatcher(ws, SUBTREES, on_change=rec)
     async with anyio.create_task_group() as tg:
         done = await start(tg, watcher)
-        await anyio.sleep(0.2)  # let the backend thread block in watch()
+        await watching_steadily(ws, watcher, rec)
         t0 = anyio.current_time()
         watcher.stop()
         watcher.stop()  # idempotent
@@ -314,11 +329,12 @@ async def test_stop_is_prompt(ws: Path, mode: str) -> None:
 
 @pytest.mark.anyio
 async def test_cancelling_run_is_prompt(ws: Path, mode: str) -> None:
-    watcher = WorkspaceWatcher(ws, SUBTREES, on_change=Recorder(mode))
-    with anyio.fail_after(3):
+    rec = Recorder(mode)
+    watcher = WorkspaceWatcher(ws, SUBTREES, on_change=rec)
+    with anyio.fail_after(8):
         async with anyio.create_task_group() as tg:
             await tg.start(watcher.run)
-            await anyio.sleep(0.2)
+            await watching_steadily(ws, watcher, rec)
             t0 = anyio.current_time()
             tg.cancel_scope.cancel()
     LATENCIES.setdefault(f"cancel-{mode}", []).append(anyio.current_time() - t0)

@@ -39,7 +39,7 @@ def requests(draw: st.DrawFn, workspace: str, scratch: str) -> dict[str, Any]:
     fields = list(getattr(METHODS[name].params, "model_fields", {})) if name in METHODS else []
     if name == "workspace.add":  # never a real directory (a fuzzed "/" would register the whole disk)
         params: Any = {"path": scratch + "/" + draw(st.text(max_size=20)), "name": draw(values)}
-    elif fields and draw(st.booleans()):
+    elif len(fields) > 0 and draw(st.booleans()):
         chosen = draw(st.lists(st.sampled_from(fields), unique=True))
         params = {f: draw(values) for f in chosen}
         if "workspace" in fields and draw(st.booleans()):

@@ -73,12 +73,24 @@ def _human_dict(data: Any, indent: str = "") -> str:
 # --- verbs: each returns (method, params, renderer) -------------------------------------------------------
 
 
-def workspace_of(args: argparse.Namespace) -> str:
-    """The workspace id as given, a given path made absolute, or (no --workspace) the current directory."""
+# What names the workspace when --workspace does not, in this order (EMBEDDED_MEMORY_ROOT: seed 000's store root).
+WORKSPACE_ENV = ("MEMORYD_WORKSPACE", "EMBEDDED_MEMORY_ROOT")
+
+
+def workspace_given(args: argparse.Namespace) -> str | None:
+    """The workspace named by --workspace, else by MEMORYD_WORKSPACE, else by EMBEDDED_MEMORY_ROOT; None when
+    nothing names one (the current directory decides)."""
     if args.workspace:
-        ref = str(args.workspace)
-        return ref if ref.startswith("ws_") else os.path.abspath(ref)
-    return os.getcwd()
+        return str(args.workspace)
+    return next((value for name in WORKSPACE_ENV if (value := os.environ.get(name, "").strip())), None)
+
+
+def workspace_of(args: argparse.Namespace) -> str:
+    """The workspace id as given, a given path made absolute (against the cwd), or the current directory."""
+    ref = workspace_given(args)
+    if ref is None:
+        return os.getcwd()
+    return ref if ref.startswith("ws_") else os.path.abspath(ref)
 
 
 def _scoped(args: argparse.Namespace, params: dict[str, Any]) -> dict[str, Any]:
@@ -174,7 +186,11 @@ def verb_call(args: argparse.Namespace) -> tuple[str, dict[str, Any], Render]:
             lambda r: f"unregistered {r['workspace_id']} (files left untouched)",
         )
     if verb == "init":
-        root = os.path.abspath(args.path) if args.path else _project_root(os.getcwd())
+        named = None if args.path else workspace_given(args)
+        if args.path or (named and not named.startswith("ws_")):
+            root = os.path.abspath(args.path or str(named))
+        else:
+            root = _project_root(os.getcwd())
         params = {"path": root}
         if args.name:
             params["name"] = args.name
@@ -425,7 +441,12 @@ def _common(top: bool) -> argparse.ArgumentParser:
         "--autostart", action="store_true", help=say("start memoryd in the background if needed"), **extra
     )
     common.add_argument(
-        "--workspace", "-w", help=say("workspace id or path (default: the one containing cwd)"), **extra
+        "--workspace",
+        "-w",
+        help=say(
+            "workspace id or path (default: MEMORYD_WORKSPACE, else EMBEDDED_MEMORY_ROOT, else the one containing cwd)"
+        ),
+        **extra,
     )
     return common
 
@@ -744,7 +765,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 else:
                     result = conn.call(method, params)
             except RemoteError as exc:
-                if not (method == "status" and exc.name == "MEMORY_WORKSPACE_NOT_FOUND" and not args.workspace):
+                if not (method == "status" and exc.name == "MEMORY_WORKSPACE_NOT_FOUND" and not workspace_given(args)):
                     raise
                 params.pop("workspace", None)  # not inside a workspace: the daemon's status alone
                 result = conn.call(method, params)

@@ -23,6 +23,7 @@ from memoryd.notes.daily import strip_private
 from memoryd.notes.service import NotesService
 from memoryd.rules.api import ResolveParams
 from memoryd.rules.service import RulesService
+from memoryd.store.prepare import CANDIDATES
 from memoryd.workspaces import Workspace
 
 log = structlog.get_logger("memoryd.context")
@@ -152,7 +153,9 @@ class ContextService:
                     score=h.score,
                 )
                 for h in found.hits
-                if h.path != render.MEMORY_FILE or not dynamic.shown_in(stable_text, strip_private(h.snippet))
+                # candidate rules are low-confidence and unreviewed: `search` shows them, a prompt never gets them
+                if (h.path != render.MEMORY_FILE or not dynamic.shown_in(stable_text, strip_private(h.snippet)))
+                and not h.path.startswith(f"{CANDIDATES}/")
             ]
             if found.stale:
                 degraded = Degraded(

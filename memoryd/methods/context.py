@@ -55,8 +55,9 @@ def register(d: Dispatcher) -> None:
         (/instance_id) — none without them — then memory/MEMORY.md, rendered deterministically within the
         budget (the last line names what was cut); byte-identical whatever query_text is, and with session_id the
         same bytes for the whole session (a snapshot kept context_snapshot_ttl_hours, across restarts).
-        `dynamic`: passages recalled for query_text (none without it), then the newest daily entries when the
-        prompt asks about the past (yesterday, 上周, what did we decide…)."""
+        `dynamic`: passages recalled for query_text (none without it; never a candidate rule, which is
+        unreviewed: `search` shows those), then the newest daily entries when the prompt asks about the past
+        (yesterday, 上周, what did we decide…)."""
         app = services(ctx)
         ws = await app.workspace(p.workspace)
         return await app.context.context(

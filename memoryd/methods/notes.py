@@ -66,7 +66,10 @@ class SearchParams(ScopedParams):
         "workspace has vectors, else bm25 (and `degraded` says why).",
     )
     snippet_max_chars: int | None = Field(
-        default=None, ge=20, le=4000, description="Snippet length; default the snippet_max_chars setting (700)."
+        default=None,
+        ge=20,
+        le=4000,
+        description="Snippet length in characters, markers included; default the snippet_max_chars setting (700).",
     )
 
 

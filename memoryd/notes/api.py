@@ -32,7 +32,9 @@ class SearchHit(Wire):
     snippet: str
     score: float = Field(
         description="Higher is better. bm25: the section's BM25 relative to the best section's plus the passage's "
-        "relative to the best passage's (0-2); vector: cosine similarity; hybrid: reciprocal rank fusion of both."
+        "relative to the best passage's (0-2); vector: cosine similarity; hybrid (search_fusion): weighted, the "
+        "default, each side's score scaled 0-1 (BM25 by its best, cosine min-max over the candidates) and summed "
+        "with search_vector_weight (0-2); rrf, reciprocal rank fusion of the two rankings."
     )
     via: str = Field(default="bm25", description="What found it: bm25, vector, or bm25+vector.")
     item_id: str | None = Field(
@@ -42,15 +44,34 @@ class SearchHit(Wire):
     )
 
 
+# Every reason a search can name in `degraded` (tests/test_docs.py checks it against what the code raises).
+DEGRADED_REASONS = (
+    "semantic_disabled",
+    "semantic_not_installed",
+    "model_missing",
+    "embeddings_loading",
+    "embedding_provider_unknown",
+    "embedding_endpoint_unset",
+    "embedding_endpoint_unreachable",
+    "embedding_endpoint_invalid",
+    "embedding_text_refused",
+    "vector_extension_unavailable",
+    "vector_index_unusable",
+    "vector_dimension_mismatch",
+    "vector_model_mismatch",
+    "vectors_loading",
+    "vectors_behind",
+    "vector_search_failed",
+    "query_embedding_timeout",
+    "empty_query",
+    "index_rebuilding",
+)
+
+
 class Degraded(Wire):
     """Why a search used less than it was asked to (BM25 instead of vectors, or vectors not yet complete)."""
 
-    reason: str = Field(
-        description="Stable: semantic_not_installed, model_missing, embedding_endpoint_unreachable, "
-        "vector_extension_unavailable, vector_dimension_mismatch, vector_model_mismatch, vectors_loading, "
-        "vectors_behind, vector_search_failed, vector_index_unusable, query_embedding_timeout, embeddings_loading, "
-        "empty_query."
-    )
+    reason: str = Field(description="Stable: " + ", ".join(DEGRADED_REASONS) + ".")
     hint: str
     message: str = ""
 

@@ -43,6 +43,9 @@ from memoryd.workspaces import Workspace
 
 log = structlog.get_logger("memoryd.notes")
 
+# Why vectors cannot serve that `index --rebuild-vectors` fixes (status recommends it).
+REBUILD_VECTORS_REASONS = frozenset({"vector_dimension_mismatch", "vector_model_mismatch", "vector_index_unusable"})
+
 # Markdown memory, and the rule files the index also covers (the rules service reloads them on change).
 WATCHED = ["memory", "spec/memory", OVERRIDES]
 
@@ -65,6 +68,7 @@ class WorkspaceNotes:
     progress: tuple[int, int] | None = None  # (files done, files total) while an explicit index runs
     heal: str | None = None  # why the index file must be rebuilt (damaged, deleted, replaced): the indexer does it
     heal_failed: str | None = None  # the last automatic rebuild failed (status recommends `index --full`)
+    healed: anyio.Event = field(default_factory=anyio.Event)  # set when the indexer next checked the index file
     # the sections forgotten entries are in: ((index write mark, tombstones), {(path, first line)})
     hidden: tuple[object, set[tuple[str, int]]] = (None, set())
     item_ids: itemids.ItemIds = field(default_factory=itemids.ItemIds)  # which entry a hit lies in
@@ -192,9 +196,13 @@ class NotesService:
                     await tg.start(notes.watcher.run)
                     notes.watching = True
                     # Files changed between the index's own scan (in open) and the watcher's arming are in
-                    # neither: look at every file once more, now that every later change is reported.
+                    # neither: look at every file once more, now that every later change is reported. The same
+                    # for rule files (a tree created right after workspace.add: the rules' first load may have
+                    # read it before, and the watcher's first scan counts them as known, not changed).
                     notes.full_rescan = True
                     notes.wake.set()
+                    if self.on_rules_changed is not None:
+                        await self.on_rules_changed(notes.ws, None)
 
     async def _changed(self, notes: WorkspaceNotes, paths: set[Path]) -> None:
         rules: list[str] = []
@@ -409,18 +417,41 @@ class NotesService:
             behind[:] = [rel for rel in reported[:20] if not notes.index.is_current(rel)] + reported[20:]
             return hits, notes.index.check_file(header=False), failed  # a stat: deleted or replaced?
 
-        try:
-            hits, problem, vector_error = await self._search_threads.run(run)
-        except Exception as exc:  # the error's type only: SQLite's messages can quote the query
-            log.error("search_failed", workspace_id=ws.id, error=type(exc).__name__)
-            raise AppError("MEMORY_SEARCH_FAILED") from exc
+        deadline = anyio.current_time() + healing.WAIT_S
+        while True:
+            try:
+                hits, problem, vector_error = await self._search_threads.run(run)
+            except Exception as exc:  # the error's type only: SQLite's messages can quote the query
+                log.error("search_failed", workspace_id=ws.id, error=type(exc).__name__)
+                raise AppError("MEMORY_SEARCH_FAILED") from exc
+            if hits is not None or problem is None:
+                break
+            # The file could not be read (damaged, or deleted for a thread that had not opened it): it is rebuilt
+            # from the Markdown files; wait for that, a little, then read the new file.
+            if notes.heal_failed is not None:
+                raise AppError(
+                    "MEMORY_INDEX_CORRUPTED",
+                    "The index file is damaged or gone and rebuilding it failed",
+                    hint="Run `memoryctl index --full`; `memoryctl status` says what went wrong.",
+                )
+            if anyio.current_time() >= deadline:
+                break
+            await healing.wait(notes, problem, deadline)
         if problem is not None:
             healing.schedule(notes, problem)
-        if hits is None:  # the file could not be read (damaged, or gone for a thread that had not opened it)
-            raise AppError(
-                "MEMORY_INDEX_CORRUPTED",
-                "The index file is damaged or gone; it is being rebuilt from the Markdown files",
-                hint="Search again in a moment; `memoryctl status` shows when the rebuild is done.",
+        if hits is None:  # still rebuilding: no hits yet, and say the answer is not complete
+            log.info("search_degraded", workspace_id=ws.id, reason="index_rebuilding", mode=wanted)
+            return api.WorkspaceHits(
+                hits=[],
+                stale=True,
+                pending=sorted(notes.pending)[:50],
+                mode="bm25",
+                degraded=api.Degraded(
+                    reason="index_rebuilding",
+                    hint="The index file is being rebuilt from the Markdown files; search again in a moment "
+                    "(`memoryctl status` shows when it is done).",
+                    message=problem or "",
+                ),
             )
         if vector_error is not None:
             log.warning("vector_search_failed", workspace_id=ws.id, error=vector_error)
@@ -453,8 +484,8 @@ class NotesService:
 
     @staticmethod
     def _hidden(notes: WorkspaceNotes) -> set[tuple[str, int]]:
-        """(path, first line) of every indexed section a tombstone names (worker thread). Worked out again only when
-        the index or the tombstones changed."""
+        """(path, first line) of every indexed section a tombstone names, every window of a block longer than
+        chunk_max_lines included (worker thread). Worked out again only when the index or the tombstones changed."""
         tombstones = items.forgotten(notes.root)
         if not tombstones:
             return set()
@@ -466,8 +497,15 @@ class NotesService:
             wanted.setdefault(str(t.get("path")), set()).add(items.section_key(t))
         out = set()
         for path, keys in wanted.items():
+            hiding = False  # the last block that started was forgotten: its later windows go with it
             for start, _end, heading, text in notes.index.sections(path):
-                if items.names(keys, items.key_of(heading, text.split("\n")[1:])):
+                first, _, rest = text.partition("\n")
+                if heading and first.removeprefix("\ufeff").strip() != heading:  # a later window of a long block
+                    if hiding:
+                        out.add((path, start))
+                    continue
+                hiding = items.names(keys, items.key_of(heading, rest.split("\n")))
+                if hiding:
                     out.add((path, start))
         notes.hidden = (key, out)
         return out
@@ -626,6 +664,10 @@ class NotesService:
             recommended = "memoryctl init"
         elif dirty and not notes.watching:
             recommended = "memoryctl index"
+        else:
+            vectors = self.semantic.problem_for(ws.id)
+            if vectors is not None and vectors.reason in REBUILD_VECTORS_REASONS:
+                recommended = "memoryctl index --rebuild-vectors"
         return api.NotesStatus(
             workspace_id=ws.id,
             path=str(ws.path),

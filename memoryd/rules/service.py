@@ -119,8 +119,11 @@ class RulesService:
 
     async def files_changed(self, ws: Workspace, paths: list[str] | None) -> None:
         """The watcher saw rule files change (a hand edit, git): reload them now, so resolve is current.
-        None: the periodic safety-net rescan of every rule file."""
+        None: a rescan of every rule file (the periodic safety net, and once the watcher is armed); it waits for
+        the rules' first load, which may have read the tree before files the watcher never reported arrived."""
         wr = self._by_id.get(ws.id)
+        if wr is not None and paths is None and self._tg is not None:
+            await wr.opened.wait()  # set by _open, which the task group runs, whatever happens
         if wr is None or not wr.opened.is_set() or wr.open_error:
             return
         changed = await anyio.to_thread.run_sync(wr.rules.reload, paths)

@@ -119,7 +119,8 @@ def _load(conn: apsw.Connection, extension: Path | None) -> None:
         raise VectorsUnavailable(
             "vector_extension_unavailable",
             f"sqlite-vec could not be loaded from {extension}: {exc}",
-            "Reinstall it (pip install --force-reinstall sqlite-vec) or fix vector_extension in settings.yaml.",
+            "Reinstall it (pip install --force-reinstall sqlite-vec) or fix vector_extension (MEMORYD_VECTOR_EXTENSION, "
+            "or the settings file config/memoryd.yaml under the memoryd home).",
         ) from exc
 
 

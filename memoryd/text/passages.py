@@ -159,36 +159,58 @@ def ranked(sections: list[tuple[float, list[str]]], words: list[str], limit: int
 
 def snippet(lines: list[str], matched: tuple[str, ...], max_chars: int) -> str:
     """The passage's text, at most ``max_chars`` characters of it around the first matched word (… marks a cut),
-    each matched word wrapped in ``MARK`` (the markers are not counted)."""
+    each matched word wrapped in ``MARK``. The cap counts everything returned, markers and ellipses included, and a
+    cut never falls inside a marked word: a marked word that does not fit is left out whole."""
     if lines and lines[0].startswith("#"):
         lines = lines[1:]  # a section that came back whole: its heading is in the hit already
     body = "\n".join(lines).strip("\n")
     pattern = _pattern(matched)
-    start, end = 0, len(body)
-    if len(body) > max_chars:
-        first = next(_matches(pattern, body), None) if pattern is not None else None
+    start = 0
+    if len(body) > max_chars and pattern is not None:
+        first = next(_matches(pattern, body), None)
         if first is not None and first.start() > max_chars // 2:
             start = body.rfind("\n", 0, first.start()) + 1
             if first.start() - start > max_chars // 3:
                 start = first.start() - max_chars // 4
-        end = start + max_chars - (1 if start else 0) - 1
-    text = body[start:end]
+    lead = "…" if start else ""
+    # Plain text and marked runs after ``start``; no run that starts past the window can fit.
+    window = start + max_chars + 64
+    pieces: list[tuple[str, bool]] = []  # (text, marked)
+    last = start
     if pattern is not None:
-        pieces: list[str] = []
-        last = 0
-        for match in _matches(pattern, text):
-            if pieces and match.start() == last:  # adjacent words (串口 then 超时): one marked run
-                pieces[-1:] = [match[0], MARK]
+        for match in _matches(pattern, body, start, min(window, len(body))):
+            if pieces and pieces[-1][1] and match.start() == last:  # adjacent words (串口 then 超时): one marked run
+                pieces[-1] = (pieces[-1][0] + match[0], True)
             else:
-                pieces += [text[last : match.start()], MARK, match[0], MARK]
+                if match.start() > last:
+                    pieces.append((body[last : match.start()], False))
+                pieces.append((match[0], True))
             last = match.end()
-        text = "".join(pieces) + text[last:]
-    return ("…" if start else "") + text + ("…" if end < len(body) else "")
+    pieces.append((body[last:], False))
+    whole = len(lead) + sum(len(text) + (2 * len(MARK) if marked else 0) for text, marked in pieces)
+    if whole <= max_chars:
+        return lead + "".join(f"{MARK}{text}{MARK}" if marked else text for text, marked in pieces)
+    budget = max_chars - len(lead) - 1  # the trailing …
+    out: list[str] = []
+    for text, marked in pieces:
+        if marked:
+            if len(text) + 2 * len(MARK) > budget:
+                if not out:  # the first word alone is longer than the cap: its text, unmarked
+                    out.append(text[:budget])
+                break
+            out.append(f"{MARK}{text}{MARK}")
+            budget -= len(text) + 2 * len(MARK)
+        else:
+            out.append(text[:budget])
+            budget -= len(out[-1])
+            if budget <= 0:
+                break
+    return lead + "".join(out) + "…"
 
 
-def _matches(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
-    """The pattern's matches that start a word (or are not Latin letters)."""
-    for match in pattern.finditer(text):
+def _matches(pattern: re.Pattern[str], text: str, pos: int = 0, endpos: int | None = None) -> Iterator[re.Match[str]]:
+    """The pattern's matches in ``text[pos:endpos]`` that start a word (or are not Latin letters)."""
+    for match in pattern.finditer(text, pos, len(text) if endpos is None else endpos):
         at = match.start()
         if not (at and _is_word_char(text[at - 1]) and _is_word_char(text[at])):
             yield match

@@ -88,6 +88,7 @@ _PATH_SEPARATOR = re.compile(r"[/\\]+")
 # A query token: a CJK run (segmented later) or a word as unicode61 sees it (letters, digits, combining marks).
 _MARK = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
 _TOKEN = re.compile(f"([{_CJK_CHARS}]+)|(?:[^\\W_{_CJK_CHARS}]|[{_MARK}])+")
+_MARKS_ONLY = re.compile(f"[{_MARK}]+")
 # Full-width ASCII (ＵＡＲＴ２, common in Chinese text) is folded to ASCII. Only letters and digits trigger the
 # fold: full-width punctuation is in almost every Chinese sentence and unicode61 already treats it as a separator.
 _FULLWIDTH_ALNUM = re.compile("[\uff10-\uff19\uff21-\uff3a\uff41-\uff5a]")
@@ -295,7 +296,8 @@ def _query_words(query: str) -> tuple[list[str], list[tuple[str, str]]]:
     pairs: list[tuple[str, str]] = []
     for match in _TOKEN.finditer(query):
         if match[1] is None:
-            words.append(match[0].lower())
+            if not _MARKS_ONLY.fullmatch(match[0]):  # combining marks alone: nothing once diacritics are removed
+                words.append(match[0].lower())
             continue
         search_words, precise = _segment_query_run(match[1])
         words.extend(search_words)
