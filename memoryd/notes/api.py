@@ -55,6 +55,8 @@ DEGRADED_REASONS = (
     "embedding_endpoint_unreachable",
     "embedding_endpoint_invalid",
     "embedding_text_refused",
+    "embedding_reply_too_large",
+    "embedding_dimension_changed",
     "vector_extension_unavailable",
     "vector_index_unusable",
     "vector_dimension_mismatch",

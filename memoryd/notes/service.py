@@ -24,7 +24,6 @@ from memoryd.notes import api, append, daily, healing, itemids, items
 from memoryd.notes import files as memory_files
 from memoryd.notes.semantic import (
     QUERY_TIMEOUT_HINT,
-    QUERY_TIMEOUT_REASON,
     RRF_K,
     Degraded,
     Semantic,
@@ -363,7 +362,7 @@ class NotesService:
             try:
                 query_vector = await self.semantic.embed_query(query)
             except TimeoutError as exc:
-                degraded = Degraded(QUERY_TIMEOUT_REASON, QUERY_TIMEOUT_HINT, str(exc))
+                degraded = Degraded("query_embedding_timeout", QUERY_TIMEOUT_HINT, str(exc))
                 used = "bm25" if used == "hybrid" else used
             except Exception as exc:  # the endpoint went away, the model failed on this text: words still answer
                 vector_error = type(exc).__name__
