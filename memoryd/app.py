@@ -15,15 +15,14 @@ from memoryd import log as logsetup
 from memoryd.config import Settings
 from memoryd.context.service import ContextService, ContextSettings
 from memoryd.embed import EmbedSettings
-from memoryd.errors import AppError
 from memoryd.notes.semantic import SemanticSettings
 from memoryd.notes.service import NotesService, NotesSettings
 from memoryd.rpc import Context, Dispatcher
 from memoryd.rules.service import RulesService
 from memoryd.rules.settings import RulesSettings
-from memoryd.tasks import guarded, task
+from memoryd.runtime import Runtime, RuntimeSettings
+from memoryd.tasks import task
 from memoryd.workspaces import OwnerToken, Registry, Workspace
-from memoryd.wslock import WorkspaceLock
 
 log = structlog.get_logger("memoryd.app")
 
@@ -86,7 +85,6 @@ class App:
                 rule_max_file_bytes=settings.rule_max_file_bytes,
                 watch=settings.watch,
             ),
-            self.notes,
         )
         self.context = ContextService(
             ContextSettings(
@@ -100,75 +98,32 @@ class App:
             self.notes,
             self.rules,
         )
-        self.notes.on_rules_changed = self._rules_changed
-        self.locks: dict[str, WorkspaceLock] = {}
-        self.rules.may_write = lambda ws: self._lock(ws).held
-
-    async def _rules_changed(self, ws: Workspace, paths: list[str] | None) -> None:
-        # A failing reload is logged and leaves the last good rules; it must not end the workspace's watcher.
-        await guarded("rules_reload", self.rules.files_changed, ws, paths, workspace_id=ws.id)
+        self.runtime = Runtime(
+            RuntimeSettings(
+                watch=settings.watch,
+                watch_debounce_ms=settings.watch_debounce_ms,
+                reconcile_interval_s=settings.reconcile_interval_s,
+                socket=settings.socket,
+                home=settings.dirs.home,
+            ),
+            self.registry,
+            self.notes,
+            self.rules,
+        )
 
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
         tg.start_soon(task("log_flusher", self._flush_logs, restart=True))
-        for ws in self.registry.all():  # before the rules open: their crash recovery writes, holders only
-            await self._acquire(ws)
-        await self.notes.start(tg, self.registry.all())
-        await self.rules.start(tg, self.registry.all())
+        await self.notes.start(tg)
+        await self.rules.start(tg)
+        await self.runtime.start(tg)
 
-    # --- workspaces and their write locks ------------------------------------------------------------------
-
-    def _lock(self, ws: Workspace) -> WorkspaceLock:
-        lock = self.locks.get(ws.id)
-        if lock is None:
-            me = {
-                "pid": self.pid,
-                "socket": str(self.settings.socket),
-                "home": None if self.settings.dirs.home is None else str(self.settings.dirs.home),
-            }
-            lock = self.locks[ws.id] = WorkspaceLock(ws.path, me)
-        return lock
-
-    async def _acquire(self, ws: Workspace) -> bool:
-        lock = self._lock(ws)
-        was_held = lock.held
-        held = await anyio.to_thread.run_sync(lock.try_acquire)
-        if held != was_held:
-            log.info("workspace_lock", workspace_id=ws.id, held=held)
-        return held
+    # --- workspaces: the runtime's ----------------------------------------------------------------------------
 
     async def workspace(self, ref: str, *, write: bool = False) -> Workspace:
-        """The registered workspace ``ref`` names (an id or a path inside it). With ``write``, this daemon must
-        hold its write lock: taken now if it is free (a read-only daemon takes over once the holder is gone,
-        after finishing what the holder's intent journal left), else MEMORY_WORKSPACE_LOCKED naming the holder."""
-        ws = self.registry.lookup(ref)
-        if ws is None:
-            ws = await anyio.to_thread.run_sync(self.registry.resolve, ref)
-        if write:
-            was_held = self._lock(ws).held
-            if not await self._acquire(ws):
-                holder = await anyio.to_thread.run_sync(self._lock(ws).holder)
-                raise AppError(
-                    "MEMORY_WORKSPACE_LOCKED",
-                    f"Another memoryd (pid {holder.pid if holder.pid is not None else '?'}) writes this workspace",
-                    holder_pid=holder.pid,
-                    holder_socket=holder.socket,
-                    holder_home=holder.home,
-                )
-            if not was_held:
-                await self.rules.recover(ws)
-        return ws
+        return await self.runtime.workspace(ref, write=write)
 
     async def lock_status(self, ws: Workspace) -> dict[str, Any]:
-        lock = self._lock(ws)
-        holder = await anyio.to_thread.run_sync(lock.holder)
-        return {
-            "held": lock.held,
-            "path": str(lock.path),
-            "holder_pid": holder.pid,
-            "holder_socket": holder.socket,
-            "holder_home": holder.home,
-            "since": holder.since,
-        }
+        return await self.runtime.lock_status(ws)
 
     async def _flush_logs(self) -> None:
         while True:
@@ -178,12 +133,10 @@ class App:
     def stop_background(self) -> None:
         """Before the task group is cancelled: stop watchers through their stop events (cancelling a
         watcher takes seconds)."""
-        self.notes.stop_watchers()
+        self.runtime.stop_watchers()
 
     async def aclose(self) -> None:
-        await self.notes.aclose()
-        for lock in self.locks.values():
-            lock.release()
+        await self.runtime.aclose()
         logsetup.flush()
 
     async def handle_line(self, line: bytes, peer_uid: int | None, conn_id: int) -> bytes | None:
@@ -193,13 +146,7 @@ class App:
         return round(time.monotonic() - self.started, 3)
 
     async def workspace_added(self, ws: Workspace) -> None:
-        await self._acquire(ws)
-        self.notes.attach(ws)
-        self.rules.attach(ws)
+        await self.runtime.added(ws)
 
     async def workspace_removed(self, ws: Workspace) -> None:
-        self.rules.detach(ws)
-        await self.notes.detach(ws, drop_index=True)
-        lock = self.locks.pop(ws.id, None)
-        if lock is not None:
-            await anyio.to_thread.run_sync(lock.release)
+        await self.runtime.removed(ws)

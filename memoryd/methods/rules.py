@@ -51,7 +51,8 @@ def register(d: Dispatcher) -> None:
     async def apply(ctx: Context, p: ApplyParams) -> ApplyResult:
         """Validate a compile response and write rules, candidates and overrides (journaled, idempotent)."""
         app = services(ctx)
-        return await app.rules.apply(await app.workspace(p.workspace, write=not p.dry_run), p)
+        ws = await app.workspace(p.workspace, write=not p.dry_run)
+        return await app.runtime.wrote(ws, await app.rules.apply(ws, p))
 
     @d.register("resolve", ResolveParams, ResolveResult)
     async def resolve(ctx: Context, p: ResolveParams) -> ResolveResult:
@@ -94,7 +95,7 @@ def register(d: Dispatcher) -> None:
         """Move a candidate into profiles/ (or its instance's overrides), with history and a backup."""
         app = services(ctx)
         ws = await app.workspace(p.workspace, write=not p.dry_run)
-        return await app.rules.move_candidate(ws, p, "promote")
+        return await app.runtime.wrote(ws, await app.rules.move_candidate(ws, p, "promote"))
 
     @d.register("forget", ForgetParams, ForgetResult, writes=True)
     async def forget(ctx: Context, p: ForgetParams) -> ForgetResult:
@@ -109,11 +110,12 @@ def register(d: Dispatcher) -> None:
         touched goes back to its backup, as a new change with its own run_id. A file changed since is refused
         (MEMORY_CONFLICT names the later change to restore first)."""
         app = services(ctx)
-        return await app.rules.restore(await app.workspace(p.workspace, write=True), p)
+        ws = await app.workspace(p.workspace, write=True)
+        return await app.runtime.wrote(ws, await app.rules.restore(ws, p))
 
     @d.register("candidates.reject", CandidateRef, CandidateMoveResult, writes=True)
     async def candidates_reject(ctx: Context, p: CandidateRef) -> CandidateMoveResult:
         """Remove a candidate (its pre-image stays in backups/, the reason in history)."""
         app = services(ctx)
         ws = await app.workspace(p.workspace, write=not p.dry_run)
-        return await app.rules.move_candidate(ws, p, "reject")
+        return await app.runtime.wrote(ws, await app.rules.move_candidate(ws, p, "reject"))

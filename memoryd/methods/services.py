@@ -13,6 +13,7 @@ from memoryd.context.service import ContextService
 from memoryd.notes.service import NotesService
 from memoryd.rpc import Context
 from memoryd.rules.service import RulesService
+from memoryd.runtime import Runtime
 from memoryd.workspaces import OwnerToken, Registry, Workspace
 
 
@@ -25,6 +26,7 @@ class Services(Protocol):
     notes: NotesService
     rules: RulesService
     context: ContextService
+    runtime: Runtime
 
     async def workspace(self, ref: str, *, write: bool = False) -> Workspace: ...
 

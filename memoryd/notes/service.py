@@ -9,7 +9,6 @@ import contextlib
 import dataclasses
 import os
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -32,21 +31,16 @@ from memoryd.notes.semantic import (
 )
 from memoryd.pool import ThreadPool
 from memoryd.store.index import Hit, NoteIndex, SyncReport
-from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
 from memoryd.store.readers import IndexCorrupted
 from memoryd.store.vectors import VectorHit
 from memoryd.tasks import task
 from memoryd.text import dictionary, passages, textindex
-from memoryd.watch import WorkspaceWatcher
 from memoryd.workspaces import Workspace
 
 log = structlog.get_logger("memoryd.notes")
 
 # Why vectors cannot serve that `index --rebuild-vectors` fixes (status recommends it).
 REBUILD_VECTORS_REASONS = frozenset({"vector_dimension_mismatch", "vector_model_mismatch", "vector_index_unusable"})
-
-# Markdown memory, and the rule files the index also covers (the rules service reloads them on change).
-WATCHED = ["memory", "spec/memory", OVERRIDES]
 
 
 @dataclass(eq=False)
@@ -61,7 +55,6 @@ class WorkspaceNotes:
     wake: anyio.Event = field(default_factory=anyio.Event)
     opened: anyio.Event = field(default_factory=anyio.Event)
     open_error: str | None = None
-    watcher: WorkspaceWatcher | None = None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     watching: bool = False
     progress: tuple[int, int] | None = None  # (files done, files total) while an explicit index runs
@@ -109,17 +102,13 @@ class NotesService:
         # Searches run in threads of their own, as many as there are cores: more only thrash the caches of their
         # read connections (each thread has one), and they no longer queue behind indexing in anyio's 40.
         self._search_threads = ThreadPool(max(2, os.cpu_count() or 2), "memoryd-search")
-        # Told about changed rule files (the rules service reloads them); set by the composition root.
-        self.on_rules_changed: Callable[[Workspace, list[str] | None], Awaitable[None]] | None = None
         self.semantic = Semantic(settings.semantic, settings.state_dir)
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
-    async def start(self, tg: anyio.abc.TaskGroup, workspaces: list[Workspace]) -> None:
+    async def start(self, tg: anyio.abc.TaskGroup) -> None:
         self._tg = tg
         tg.start_soon(task("semantic", self.semantic.run))
-        for ws in workspaces:
-            self.attach(ws)
 
     def attach(self, ws: Workspace) -> WorkspaceNotes:
         existing = self._by_id.get(ws.id)
@@ -144,20 +133,12 @@ class NotesService:
         notes = self._by_id.pop(ws.id, None)
         if notes is None:
             return
-        if notes.watcher is not None:
-            notes.watcher.stop()
         notes.scope.cancel()
         await self.semantic.detach(ws.id, drop=drop_index)
         async with notes.write_lock:
             await anyio.to_thread.run_sync(notes.index.drop if drop_index else notes.index.close)
 
-    def stop_watchers(self) -> None:
-        for notes in self._by_id.values():
-            if notes.watcher is not None:
-                notes.watcher.stop()
-
     async def aclose(self) -> None:
-        self.stop_watchers()
         await self._search_threads.close()  # no search is inside an index file when it is closed
         await self.semantic.aclose()
         for notes in list(self._by_id.values()):
@@ -181,52 +162,32 @@ class NotesService:
             if vectors is not None:
                 vectors.ready = True
                 self.semantic.poke()
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._indexer, notes)
-                if self.settings.watch:
-                    notes.watcher = WorkspaceWatcher(
-                        notes.root,
-                        WATCHED,
-                        on_change=lambda paths: self._changed(notes, paths),
-                        debounce_ms=self.settings.watch_debounce_ms,
-                        reconcile_interval_s=self.settings.reconcile_interval_s,
-                        reconcile=lambda: self._reconcile(notes),
-                    )
-                    await tg.start(notes.watcher.run)
-                    notes.watching = True
-                    # Files changed between the index's own scan (in open) and the watcher's arming are in
-                    # neither: look at every file once more, now that every later change is reported. The same
-                    # for rule files (a tree created right after workspace.add: the rules' first load may have
-                    # read it before, and the watcher's first scan counts them as known, not changed).
-                    notes.full_rescan = True
-                    notes.wake.set()
-                    if self.on_rules_changed is not None:
-                        await self.on_rules_changed(notes.ws, None)
+            await self._indexer(notes)
 
-    async def _changed(self, notes: WorkspaceNotes, paths: set[Path]) -> None:
-        rules: list[str] = []
-        for path in paths:
-            try:
-                rel = path.relative_to(notes.root).as_posix()
-            except ValueError:
-                continue
-            kind = file_kind(rel)
-            if kind is not None:
-                notes.pending.add(rel)
-                notes.reported.add(rel)
-                if kind != "markdown":
-                    rules.append(rel)
-            elif not rel.lower().endswith(SUFFIXES):
-                notes.full_rescan = True
+    # --- what the runtime tells (docs: memoryd/runtime.py) ---------------------------------------------------
+
+    async def opened(self, ws: Workspace) -> bool:
+        """Wait until the workspace's index is open; False when it could not be."""
+        notes = self.get_notes(ws)
+        await notes.opened.wait()
+        return notes.open_error is None
+
+    def watching(self, ws: Workspace, on: bool) -> None:
+        """Whether a watcher reports this workspace's changes (else status recommends `memoryctl index`)."""
+        self.get_notes(ws).watching = on
+
+    def files_changed(self, ws: Workspace, rels: list[str]) -> None:
+        """Files the watcher reported (added, changed or deleted): indexed by the indexer, now."""
+        notes = self.get_notes(ws)
+        notes.pending.update(rels)
+        notes.reported.update(rels)
         notes.wake.set()
-        if rules and self.on_rules_changed is not None:
-            await self.on_rules_changed(notes.ws, rules)
 
-    async def _reconcile(self, notes: WorkspaceNotes) -> None:
+    def rescan(self, ws: Workspace) -> None:
+        """Look at every file at the indexer's next wake-up, which this causes."""
+        notes = self.get_notes(ws)
         notes.full_rescan = True
         notes.wake.set()
-        if self.on_rules_changed is not None:  # the same safety net for rule files
-            await self.on_rules_changed(notes.ws, None)
 
     async def _indexer(self, notes: WorkspaceNotes) -> None:
         while True:
@@ -248,6 +209,7 @@ class NotesService:
                 async with notes.write_lock:
                     notes.reported = set()
                     await anyio.to_thread.run_sync(notes.index.sync, None if full else batch)
+                log.info("index_synced", workspace_id=notes.ws.id, full=full, paths=sorted(batch)[:50])
                 # A path reported again while the sync ran (a file still being written) may have been read
                 # before its last change: it stays pending, and the wake its report set runs another sync.
                 notes.pending -= batch - notes.reported
@@ -566,6 +528,7 @@ class NotesService:
         try:
             async with notes.write_lock:
                 await anyio.to_thread.run_sync(notes.index.sync, rels)
+            log.info("changes_indexed", workspace_id=ws.id, paths=rels[:50])
         except Exception:  # the files are written; the watcher or `memoryctl index` catches up
             notes.pending.update(rels)
             notes.wake.set()

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import errno
 import re
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
 
 import anyio
 import anyio.abc
@@ -36,9 +36,6 @@ from memoryd.rules.workspace import WorkspaceRules
 from memoryd.tasks import task
 from memoryd.workspaces import Workspace
 
-if TYPE_CHECKING:
-    from memoryd.notes.service import NotesService
-
 _R = TypeVar("_R", bound=BaseModel)
 log = structlog.get_logger("memoryd.rules")
 
@@ -46,28 +43,34 @@ log = structlog.get_logger("memoryd.rules")
 _LINE = re.compile(r"line (\d+): ")
 
 
+@dataclass(frozen=True, slots=True)
+class RulesReloaded:
+    """What a reload after the watcher's report did: the files it wrote (hand edits recorded) and, when some edits
+    were too fresh to record, how many seconds until it should be asked again."""
+
+    written: list[str]
+    again_after_s: float | None
+
+
 class RulesService:
-    def __init__(self, settings: RulesSettings, notes: NotesService) -> None:
+    def __init__(self, settings: RulesSettings) -> None:
         self.settings = settings
-        self.notes = notes
         self._by_id: dict[str, WorkspaceRules] = {}
         self._tg: anyio.abc.TaskGroup | None = None
-        # Whether this daemon holds the workspace's write lock; crash recovery writes, so it runs only then.
-        # Set by the composition root; None: always.
-        self.may_write: Callable[[Workspace], bool] | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
-    async def start(self, tg: anyio.abc.TaskGroup, workspaces: list[Workspace]) -> None:
+    async def start(self, tg: anyio.abc.TaskGroup) -> None:
         self._tg = tg
-        for ws in workspaces:
-            self.attach(ws)
 
-    def attach(self, ws: Workspace) -> WorkspaceRules:
+    def attach(self, ws: Workspace, *, recover: bool = True) -> WorkspaceRules:
+        """Keep this workspace's rules and evidence; open them (in the background once started): finish what a
+        crash left in the intent journal when ``recover`` (this daemon holds the write lock), then load."""
         existing = self._by_id.get(ws.id)
         if existing is not None:
             return existing
         wr = WorkspaceRules(ws, EvidenceStore(ws.path), RuleSet(ws.path, self.settings.rule_max_file_bytes))
+        wr.recover_on_open = recover
         self._by_id[ws.id] = wr
         if self._tg is not None:
             self._tg.start_soon(task("rules_open", self._open, wr, workspace_id=ws.id))
@@ -80,7 +83,7 @@ class RulesService:
         """Finish changes a crash interrupted, then load rules and evidence."""
 
         def work() -> None:
-            if self.may_write is None or self.may_write(wr.ws):
+            if wr.recover_on_open:
                 wr.recovered = journal.recover(wr.root)
             wr.rules.reload()
             wr.evidence.refresh()
@@ -117,33 +120,28 @@ class RulesService:
             )
         return wr
 
-    async def files_changed(self, ws: Workspace, paths: list[str] | None) -> None:
+    async def files_changed(self, ws: Workspace, paths: list[str] | None) -> RulesReloaded:
         """The watcher saw rule files change (a hand edit, git): reload them now, so resolve is current.
         None: a rescan of every rule file (the periodic safety net, and once the watcher is armed); it waits for
-        the rules' first load, which may have read the tree before files the watcher never reported arrived."""
+        the rules' first load, which may have read the tree before files the watcher never reported arrived.
+        Answers the files it wrote (hand edits recorded) and whether to look again later (edits too fresh)."""
         wr = self._by_id.get(ws.id)
         if wr is not None and paths is None and self._tg is not None:
             await wr.opened.wait()  # set by _open, which the task group runs, whatever happens
         if wr is None or not wr.opened.is_set() or wr.open_error:
-            return
+            return RulesReloaded([], None)
         changed = await anyio.to_thread.run_sync(wr.rules.reload, paths)
-        if changed:
-            log.info("rules_reloaded", workspace_id=ws.id, files=len(paths or ()), generation=wr.rules.generation)
-        if wr.rules.hand_edits:
-            written: list[str] = await self._locked(ws, lambda w: handedit.record(w, handedit.QUIET_S))
-            await self._reindex(ws, written)
-            if wr.rules.hand_edits and self._tg is not None and not wr.record_later:
-                wr.record_later = True  # edits still too fresh: look again once they have been quiet
-                self._tg.start_soon(task("rules_record_later", self._record_later, ws, workspace_id=ws.id))
-
-    async def _record_later(self, ws: Workspace) -> None:
-        wr = self._by_id.get(ws.id)
-        try:
-            await anyio.sleep(handedit.QUIET_S)
-        finally:
-            if wr is not None:
-                wr.record_later = False
-        await self.files_changed(ws, [])
+        log.info(
+            "rules_reloaded",
+            workspace_id=ws.id,
+            paths=None if paths is None else paths[:50],
+            changed=changed,
+            generation=wr.rules.generation,
+        )
+        if not wr.rules.hand_edits:
+            return RulesReloaded([], None)
+        written: list[str] = await self._locked(ws, lambda w: handedit.record(w, handedit.QUIET_S))
+        return RulesReloaded(written, handedit.QUIET_S if wr.rules.hand_edits else None)
 
     async def _locked(self, ws: Workspace, work: Any) -> Any:
         wr = await self._ready(ws)
@@ -158,10 +156,6 @@ class RulesService:
                     hint="Free space (or fix permissions) and run it again: a change cut short is finished or "
                     "undone from its journal before the next one.",
                 ) from exc
-
-    async def _reindex(self, ws: Workspace, paths: list[str]) -> None:
-        if paths:
-            await self.notes.sync_paths(ws, paths)
 
     # --- observe ------------------------------------------------------------------------------------------
 
@@ -214,7 +208,6 @@ class RulesService:
 
     async def apply(self, ws: Workspace, p: m.ApplyParams) -> m.ApplyResult:
         result = m.ApplyResult.model_validate(await self._locked(ws, lambda wr: changes.apply(self.settings, wr, p)))
-        await self._reindex(ws, [w.path for w in result.writes if w.action != "unchanged"])
         return result
 
     # --- forget / restore -------------------------------------------------------------------------------
@@ -227,7 +220,6 @@ class RulesService:
     async def restore(self, ws: Workspace, p: m.RestoreParams) -> m.RestoreResult:
         result = m.RestoreResult.model_validate(await self._locked(ws, lambda wr: undo.restore(wr, p.run_id, p.reason)))
         log.info("change_restored", workspace_id=ws.id, run_id=result.run_id, restored=result.restored)
-        await self._reindex(ws, [w.path for w in result.writes if w.action != "unchanged"])
         return result
 
     # --- resolve ------------------------------------------------------------------------------------------
@@ -280,7 +272,6 @@ class RulesService:
         self, ws: Workspace, p: m.CandidateRef, action: Literal["promote", "reject"]
     ) -> m.CandidateMoveResult:
         result = m.CandidateMoveResult.model_validate(await self._locked(ws, lambda wr: changes.move(wr, p, action)))
-        await self._reindex(ws, [w.path for w in result.writes])
         return result
 
     # --- status and validate ------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ class WorkspaceRules:
     opened: anyio.Event = field(default_factory=anyio.Event)
     open_error: str | None = None
     recovered: list[str] = field(default_factory=list)
-    record_later: bool = False  # a delayed look at hand edits too fresh to record is scheduled
+    recover_on_open: bool = True  # this daemon holds the write lock: finish a crashed change before loading
 
     @property
     def root(self) -> Path:
