@@ -33,6 +33,7 @@ import structlog
 
 from memoryd import fsio
 from memoryd.fsio import FileTooLarge, NotRegularFile, read_regular
+from memoryd.store.migrations import UnknownMigrations
 from memoryd.store.prepare import (
     PIPELINE_MIN_BYTES,
     batches,
@@ -49,7 +50,7 @@ from memoryd.store.readers import (
     ReaderPool,
     file_problem,
 )
-from memoryd.store.schema import SCHEMA, versions
+from memoryd.store.schema import MIGRATIONS, rebuilt_from, versions
 from memoryd.text import textindex
 
 log = structlog.get_logger("memoryd.index")
@@ -162,6 +163,9 @@ class NoteIndex:
                 if check != "ok":
                     return "corrupt"
                 conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'probe'").fetchall()
+                MIGRATIONS.apply(conn, None)  # a file from before the scheme is adopted; in-place ones run
+            except UnknownMigrations:  # written by a newer version
+                return "version_changed"
             finally:
                 conn.close()
         except apsw.Error:
@@ -230,8 +234,7 @@ class NoteIndex:
         try:
             conn.execute("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-131072;")
             with conn:  # one transaction: a dozen schema statements each in their own cost ~3 ms
-                conn.execute(SCHEMA)
-                conn.execute(f"INSERT INTO chunks_fts(chunks_fts, rank) VALUES('rank', '{textindex.rank_sql()}')")
+                MIGRATIONS.apply(conn, None, self._rebuild_records(reason))
                 conn.executemany("INSERT INTO meta(key, value) VALUES(?, ?)", versions(self.chunk_max_lines).items())
             report = self._sync_into(conn, None, progress)
             # Each bulk insert left an FTS5 segment (a multi-row INSERT flushes FTS5's pending terms). A query
@@ -267,6 +270,20 @@ class NoteIndex:
             ms=report.ms,
         )
         return report
+
+    def _rebuild_records(self, reason: str) -> list[str]:
+        """What a rebuild for ``reason`` records in the new file: the versions of the old one that differed."""
+        if reason != "version_changed":
+            return []
+        try:
+            conn = _connect(self.db_path, readonly=True)
+            try:
+                stored = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+            finally:
+                conn.close()
+        except apsw.Error:
+            return []
+        return rebuilt_from(stored, self.chunk_max_lines)
 
     def sync(
         self, paths: Iterable[str] | None = None, progress: Callable[[int, int], None] | None = None
