@@ -104,6 +104,10 @@ class _Progress:
             self.callback(self.total, self.total)
 
 
+def _encoded_size(prepared: tuple[int, bytes]) -> int:
+    return len(prepared[1])
+
+
 def _known_documents(conn: apsw.Connection) -> dict[str, tuple[int, int, int, str]]:
     """path → (doc_id, mtime_ns, size, sha256) of every indexed file."""
     return {
@@ -443,7 +447,7 @@ class NoteIndex:
         threaded = len(items) > 1 and report.bytes_indexed >= PIPELINE_MIN_BYTES
         with (
             contextlib.closing(prepare_many(items, self.chunk_max_lines, processes)) as prepared,
-            contextlib.closing(batches(prepared, threaded=threaded)) as runs,
+            contextlib.closing(batches(prepared, threaded=threaded, size=_encoded_size)) as runs,
         ):
             for batch in runs:
                 last_chunk = _insert_chunks(conn, batch, last_chunk)
