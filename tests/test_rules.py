@@ -727,8 +727,8 @@ def test_without_a_watcher_resolve_reads_hand_edits_itself(daemon_factory: Any) 
 def test_a_second_save_right_after_a_hand_edit_is_never_overwritten(
     daemon: Daemon, workspace: tuple[Path, str]
 ) -> None:
-    """The hand-edit recorder rewrites the file (revision + 1) only once it has been quiet for a moment, and never
-    over a newer save: the person's last save is what stays."""
+    """The hand-edit recorder records a revision only once the file has been quiet for a moment, and never writes
+    the file: the person's last save is what stays, byte for byte."""
     root, ws = workspace
     compiled(daemon, ws, rule(observe(daemon, ws)))
     path = root / PROFILE
@@ -736,8 +736,10 @@ def test_a_second_save_right_after_a_hand_edit_is_never_overwritten(
     path.write_text(original.replace("921600", "460800"))  # a save
     wait_for(lambda: resolve(daemon, ws, "1.2.3")["facts"]["transport.uart.baud"] == 460800)
     path.write_text(original.replace("921600", "230400"))  # and another, right after the daemon saw the first
-    stored = wait_for(lambda: (d := yaml.safe_load(path.read_text()))["revision"] >= 2 and d)  # recorded
-    assert stored["facts"]["transport.uart.baud"] == 230400
+    wait_for(lambda: [h for h in history(root) if h["op"] == "hand_edit"])  # recorded
+    assert path.read_text() == original.replace("921600", "230400")
+    shown = daemon.call("rules.show", {"workspace": ws, "rule_id": "uart-flow-control"})
+    assert shown["rule"]["revision"] >= 2 and shown["rule"]["facts"]["transport.uart.baud"] == 230400
     assert resolve(daemon, ws, "1.2.3")["facts"]["transport.uart.baud"] == 230400
 
 
