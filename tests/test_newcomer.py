@@ -329,3 +329,29 @@ def test_a_hand_edit_of_an_override_file_keeps_each_rules_recorded_revision(
     daemon.stop()
     daemon.start()
     assert revisions() == {"one": 2, "two": 2} and path.read_bytes() == saved
+
+
+# --- issue 19 §3.11: slips answered as slips, naming the path -----------------------------------------------------
+
+
+def test_get_of_a_memory_file_outside_memory_says_which_path_was_meant(daemon: Daemon) -> None:
+    project = project_with_note(daemon)
+    (project / "memory" / "MEMORY.md").write_text("# Memory\n\n- 串口 one line\n")
+    slip = daemon.memoryctl("get", "MEMORY.md", cwd=project)
+    assert slip.returncode == 1, slip  # a plain slip: not the exit code of a refused escape (4)
+    assert "did you mean memory/MEMORY.md?" in slip.stderr and "memoryctl get memory/MEMORY.md" in slip.stderr, slip
+    answer = json.loads(daemon.memoryctl("--json", "get", "MEMORY.md", cwd=project).stdout)
+    assert answer["error"]["name"] == "MEMORY_FILE_NOT_FOUND", answer
+    daily = daemon.memoryctl("get", "2026-01-01.md", cwd=project)
+    assert daily.returncode == 1 and "did you mean memory/2026-01-01.md?" in daily.stderr, daily.stderr
+    # leaving the workspace is still refused as an escape
+    escape = daemon.memoryctl("get", "../MEMORY.md", cwd=project)
+    assert escape.returncode == 4 and "did you mean" not in escape.stderr, escape
+
+
+def test_an_unregistered_directory_is_named(daemon: Daemon) -> None:
+    elsewhere = short_tmp("unreg") / "子目录"
+    elsewhere.mkdir()
+    out = daemon.memoryctl("search", "anything", cwd=elsewhere)
+    assert out.returncode == 1, out
+    assert f"No registered workspace contains {elsewhere.resolve()}" in out.stderr, out.stderr
