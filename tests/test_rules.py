@@ -772,3 +772,37 @@ def test_a_yaml_typo_names_its_line_and_the_parsers_reason(daemon: Daemon, works
     path.write_text("rule_id: uart-flow-control\nmodel_id: KX-200\nfacts: {a: 1\nconfidence: 0.9\n")
     errors = wait_for(lambda: (e := resolve(daemon, ws, "1.2.3")["errors"]) and "line 3" in e[0] and e)
     assert "not valid YAML: " in errors[0] and "expected" in errors[0], errors
+
+
+@pytest.mark.parametrize("step", ["journal", "history", "done"])
+def test_a_crash_while_recording_a_hand_edit_never_touches_the_file(daemon_factory: Any, step: str) -> None:
+    """A hand edit's record has nothing to write (the file is already as the person saved it): a crash after its
+    commit point is finished on restart, history gets the line once, and the file's bytes and mtime stay."""
+    d: Daemon = daemon_factory()
+    root = short_tmp("ws")
+    ws = d.call("workspace.add", {"path": str(root)})["workspace_id"]
+    compiled(d, ws, rule(observe(d, ws)))
+    d.stop()
+    d.env["MEMORYD_CRASH_AT"] = step
+    d.env["MEMORYD_WATCH"] = "0"  # no watcher: the next change records the edit, at a moment the test chooses
+    d.start()
+    resolve(d, ws, "1.2.3")  # the rules are loaded: an edit from now on is a hand edit
+    path = root / PROFILE
+    saved = path.read_bytes().replace(b"921600", b"460800")
+    path.write_bytes(saved)
+    mtime = path.stat().st_mtime_ns
+    resolve(d, ws, "1.2.3")  # without a watcher, resolve reads the files: the edit is noticed
+    with pytest.raises((ClientError, RemoteError)):
+        observe(d, ws, "a new run")
+        prepare(d, ws)  # records the hand edit first, and crashes while doing so
+    assert d.proc is not None and d.proc.wait(20) == 86
+    d.stop()
+    del d.env["MEMORYD_CRASH_AT"]
+    d.start()
+    recovered = d.call("status", {"workspace": ws})["workspaces"][0]["rules"]["recovered"]  # opened: recovered
+    assert not list((root / "data/memory/journal").glob("*.json"))
+    assert [h["op"] for h in history(root)] == ["compile.apply", "hand_edit"]
+    assert recovered == ([] if step == "done" else [history(root)[-1]["run_id"]])
+    shown = d.call("rules.show", {"workspace": ws, "rule_id": "uart-flow-control"})
+    assert shown["rule"]["revision"] == 2 and shown["rule"]["facts"]["transport.uart.baud"] == 460800
+    assert path.read_bytes() == saved and path.stat().st_mtime_ns == mtime
