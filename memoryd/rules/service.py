@@ -130,8 +130,8 @@ class RulesService:
         if changed:
             log.info("rules_reloaded", workspace_id=ws.id, files=len(paths or ()), generation=wr.rules.generation)
         if wr.rules.hand_edits:
-            written: list[str] = await self._locked(ws, lambda w: handedit.record(w, handedit.QUIET_S))
-            await self._reindex(ws, written)
+            # recorded in history only: the file is as the person saved it, and the watcher indexes that
+            await self._locked(ws, lambda w: handedit.record(w, handedit.QUIET_S))
             if wr.rules.hand_edits and self._tg is not None and not wr.record_later:
                 wr.record_later = True  # edits still too fresh: look again once they have been quiet
                 self._tg.start_soon(task("rules_record_later", self._record_later, ws, workspace_id=ws.id))
