@@ -4,6 +4,10 @@ through `memoryctl search`, recall@5 on generated targets, and `rg -i` over the 
 Targets on 2 cores: index ≥ 10 MB/s; search RPC p50 ≤ 5 ms, p99 ≤ 25 ms at 100k chunks; ≥ 10× faster than rg on
 50 MB; write→searchable ≤ 1 s.
 Run: .venv/bin/python bench/bench_search.py [--sizes 1,50] [--queries 200] [--rebuilds 5]
+
+Registration → searchable of many small daily files (issue 20, item 9: ≥ 10 MB/s for 2,401 files of ~1.2 KB,
+2.8 MB), through the real daemon with the default settings, embeddings off and on, alternately:
+    .venv/bin/python bench/bench_search.py --daily-files 2401 [--rounds 5] [--profile]
 """
 
 from __future__ import annotations
@@ -149,14 +153,70 @@ def bench_size(mb: float, queries: int, runs_cli: int, rebuilds: int) -> None:
     shutil.rmtree(work, ignore_errors=True)
 
 
+def bench_daily(files: int, rounds: int, profile: bool) -> None:
+    """workspace.add → `index` returns (the build registration started is done: every file searchable), in MB/s,
+    on a fresh daemon each time (default settings; embeddings off, then on — their work runs in the background
+    after the text index is built, so it competes for the cores but is not waited for)."""
+    work = Path(tempfile.mkdtemp(prefix="mdbd", dir="/tmp"))
+    generate(work, 0, targets_wanted=30, per_file=1080, files=files)
+    paths = list((work / "memory").glob("*.md"))
+    size = sum(p.stat().st_size for p in paths) / 1024 / 1024
+    print(f"\n## {len(paths)} daily files, {size:.2f} MB (~{size * 1024 * 1024 / len(paths):.0f} bytes each)")
+    if profile:
+        profile_rebuild(work)
+    results: dict[str, list[float]] = {"off": [], "on": []}
+    for _ in range(rounds):
+        for mode in ("off", "on"):  # alternately: the machine is shared
+            extra = {"MEMORYD_EMBEDDING_PROVIDER": "none"} if mode == "off" else {}
+            with daemon(log_level="warning", extra_env=extra) as (home, _env):
+                rpc = Rpc(str(home / "run" / "memoryd.sock"))
+                t = time.perf_counter()
+                ws = rpc.call("workspace.add", {"path": str(work)})["workspace_id"]
+                rpc.call("index", {"workspace": ws})
+                elapsed = time.perf_counter() - t
+                assert rpc.call("search", {"workspace": ws, "query": "ERR"})["hits"] is not None
+                results[mode].append(size / elapsed)
+    for mode, speeds in results.items():
+        print(
+            f"  registration → searchable, embeddings {mode}: median {statistics.median(speeds):.1f} MB/s, "
+            f"range {min(speeds):.1f}–{max(speeds):.1f} over {len(speeds)} rounds (target ≥ 10 MB/s)"
+        )
+    print(f"  load after: {os.getloadavg()[0]:.2f}")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def profile_rebuild(root: Path) -> None:
+    """Where a full build of ``root`` spends its time, in-process (cProfile over NoteIndex.rebuild)."""
+    import cProfile
+    import pstats
+
+    from memoryd.store.index import NoteIndex
+
+    db = Path(tempfile.mkdtemp(prefix="mdbp", dir="/tmp")) / "index.sqlite"
+    index = NoteIndex(root, db)
+    index.open()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    index.rebuild()
+    profiler.disable()
+    index.drop()
+    pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1,50")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--cli-runs", type=int, default=30)
     parser.add_argument("--rebuilds", type=int, default=5, help="full rebuilds after the first index, timed each")
+    parser.add_argument("--daily-files", type=int, default=0, help="only the small daily files' registration bench")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--profile", action="store_true", help="with --daily-files: cProfile a rebuild first")
     args = parser.parse_args()
     print(f"# bench_search · {conditions()}")
+    if args.daily_files:
+        bench_daily(args.daily_files, args.rounds, args.profile)
+        return
     for size in args.sizes.split(","):
         bench_size(float(size), args.queries, args.cli_runs, args.rebuilds)
 

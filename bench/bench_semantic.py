@@ -201,7 +201,7 @@ def _keep(source: Path, target: Path, queries: list[str]) -> None:
     """The passages with their vectors as float32 (int8 / scale) in a plain SQLite file, and the queries."""
     import numpy as np
 
-    from memoryd.store.vectors import extension_path
+    from memoryd.store.vector_schema import extension_path
 
     target.parent.mkdir(parents=True, exist_ok=True)
     target.unlink(missing_ok=True)
@@ -231,7 +231,8 @@ def _keep(source: Path, target: Path, queries: list[str]) -> None:
 def _cell_recall(path: Path, queries: list[str]) -> None:
     """How much of the exact top 10 the cells' default probes find (in-process, on the daemon's own file)."""
     from memoryd.embed.local import UseM3
-    from memoryd.store.vectors import VectorIndex, extension_path
+    from memoryd.store.vector_schema import extension_path
+    from memoryd.store.vectors import VectorIndex
 
     index = VectorIndex(path, extension_path())
     index.open(UseM3.model, UseM3.dimension)

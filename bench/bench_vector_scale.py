@@ -21,7 +21,8 @@ import apsw
 import numpy as np
 from common import conditions, pct
 
-from memoryd.store.vectors import Unit, VectorIndex, extension_path
+from memoryd.store.vector_schema import extension_path
+from memoryd.store.vectors import Unit, VectorIndex
 
 DIM = 512
 

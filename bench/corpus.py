@@ -162,8 +162,16 @@ def _sentence(rng: random.Random, chinese: bool) -> str:
     return " ".join(words).capitalize() + "."
 
 
-def generate(root: Path, megabytes: float, seed: int = 7, targets_wanted: int = 200) -> list[Target]:
-    """Write ``memory/*.md`` under ``root`` totalling about ``megabytes``; return query targets."""
+def generate(
+    root: Path,
+    megabytes: float,
+    seed: int = 7,
+    targets_wanted: int = 200,
+    per_file: int = 40_000,
+    files: int | None = None,
+) -> list[Target]:
+    """Write ``memory/*.md`` under ``root`` totalling about ``megabytes`` (or ``files`` daily files, each just over
+    ``per_file`` bytes); return query targets."""
     rng = random.Random(seed)
     memory = root / "memory"
     memory.mkdir(parents=True, exist_ok=True)
@@ -171,10 +179,12 @@ def generate(root: Path, megabytes: float, seed: int = 7, targets_wanted: int = 
     written = 0
     day = date(2024, 1, 1)
     targets: list[Target] = []
-    per_file = 40_000
+    if files is not None:
+        budget = files * per_file * 4  # the file count stops it
     target_every = max(1, int(budget / 450 / (targets_wanted * 1.2)))
-    n = 0
-    while written < budget:
+    n = n_files = 0
+    while written < budget and (files is None or n_files < files):
+        n_files += 1
         name = f"{day.isoformat()}.md"
         lines = [f"## {day.isoformat()}", ""]
         size = 0

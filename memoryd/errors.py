@@ -78,7 +78,8 @@ _SPECS = [
         "MEMORY_FILE_NOT_FOUND",
         -32002,
         "Memory file not found",
-        "Use a path returned by search, relative to the workspace (e.g. memory/2026-01-01.md).",
+        "Use a path returned by search, relative to the workspace (e.g. memory/2026-01-01.md); a memory file named "
+        "without memory/ (MEMORY.md) is answered with the path that was meant.",
         1,
     ),
     ErrorSpec(

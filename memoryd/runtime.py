@@ -254,14 +254,10 @@ class Runtime:
         await guarded("rules_reload", self._reload_rules, wrt, paths, workspace_id=wrt.ws.id)
 
     async def _reload_rules(self, wrt: WorkspaceRuntime, paths: list[str] | None) -> None:
-        done = await self.rules.files_changed(wrt.ws, paths)
-        if done.written:
-            await self._index(wrt, done.written)
-        if done.again_after_s is not None and self._tg is not None and not wrt.look_again:
+        again_after_s = await self.rules.files_changed(wrt.ws, paths)
+        if again_after_s is not None and self._tg is not None and not wrt.look_again:
             wrt.look_again = True  # hand edits still too fresh to record: look again once they have been quiet
-            self._tg.start_soon(
-                task("rules_look_again", self._look_again, wrt, done.again_after_s, workspace_id=wrt.ws.id)
-            )
+            self._tg.start_soon(task("rules_look_again", self._look_again, wrt, again_after_s, workspace_id=wrt.ws.id))
 
     async def _look_again(self, wrt: WorkspaceRuntime, after_s: float) -> None:
         try:

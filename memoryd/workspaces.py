@@ -219,6 +219,9 @@ def _now() -> str:
 
 
 def data_ref_hint(ref: str) -> str:
+    """The message of MEMORY_WORKSPACE_NOT_FOUND, naming what was asked for (at most 300 characters of it, control
+    characters escaped: it is a caller's string)."""
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in ref[:300]) + ("…" if len(ref) > 300 else "")
     if ref.startswith("ws_"):
-        return f"No registered workspace has id {ref}"
-    return "No registered workspace contains that path"
+        return f"No registered workspace has id {shown}"
+    return f"No registered workspace contains {shown}"

@@ -171,3 +171,31 @@ def test_forgetting_an_entry_longer_than_a_window_hides_all_of_it(daemon: Daemon
     assert "bring-up" not in context_text(daemon, ws, "KQZTAILWORD bring-up step")
     assert not [h for h in daemon.call("search", {"workspace": ws, "query": "bring-up step"})["hits"]]
     assert kept["id"] != entry["id"]
+
+
+def test_timeline_shows_what_remember_wrote_and_what_a_forget_hid(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    """issue 19 §3.11: remember entries are on the timeline, and a forget says what it forgot (id, path:line, its
+    first line), not "forget: 1 file(s)"."""
+    root, ws = workspace
+    first = remember(daemon, ws, "串口 ERR_UART_TIMEOUT_0x3F 在开启流控后消失")
+    second = remember(daemon, ws, "baud 921600 needs RTS/CTS")
+    forgot = daemon.call("forget", {"workspace": ws, "id": first["id"]})
+    events = daemon.call("timeline", {"workspace": ws})["events"]
+    where = f"{first['path']}:{first['start_line']}"
+    by_id = {e["id"]: e for e in events}
+    assert by_id[first["id"]]["type"] == "remember" and by_id[second["id"]]["type"] == "remember", events
+    assert by_id[first["id"]]["summary"] == f"{where} 串口 ERR_UART_TIMEOUT_0x3F 在开启流控后消失"
+    assert by_id[first["id"]]["paths"] == [first["path"]]
+    change = by_id[forgot["run_id"]]
+    assert change["op"] == "forget"
+    assert change["summary"] == f"forgot {first['id']} {where} 串口 ERR_UART_TIMEOUT_0x3F 在开启流控后消失", change
+    assert events[0]["id"] == forgot["run_id"]  # newest first
+    restored = daemon.call("restore", {"workspace": ws, "run_id": forgot["run_id"]})
+    shown = daemon.memoryctl("timeline", cwd=root)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert f"{restored['run_id']}  undid {forgot['run_id']}: {first['id']} {where}" in lines[0], lines
+    assert any(f"remember     {second['id']}  {second['path']}:{second['start_line']} baud" in line for line in lines)
+    assert not any("file(s)" in line for line in lines), lines
+    # --run-id keeps one run's observations only
+    assert daemon.call("timeline", {"workspace": ws, "run_id": "run-x"})["events"] == []

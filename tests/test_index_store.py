@@ -76,6 +76,18 @@ def alive(pid: int) -> bool:
     return not (status.exists() and "zombie" in status.read_text())
 
 
+def test_threaded_runs_of_small_items_wait_for_enough_bytes() -> None:
+    """Many small files: each run of inserts is a statement and an FTS5 segment, so a run waits for
+    RUN_MIN_BYTES of prepared rows (the last one excepted) instead of taking the few files ready."""
+    from memoryd.store.prepare import RUN_MIN_BYTES
+
+    items = [bytes([n % 256]) * 1000 for n in range(1000)]
+    runs = list(_batches(iter(items), threaded=True, size=len))
+    assert [item for run in runs for item in run] == items
+    assert all(sum(map(len, run)) >= RUN_MIN_BYTES for run in runs[:-1])
+    assert len(runs) <= len(items) * 1000 // RUN_MIN_BYTES + 1
+
+
 def test_threaded_batches_keep_order_raise_in_the_caller_and_stop() -> None:
     assert [n for run in _batches(iter(range(500)), threaded=True) for n in run] == list(range(500))
 

@@ -106,3 +106,55 @@ def test_lines_from_eight_threads_arrive_exactly_once_while_the_loop_flushes() -
     seen = {(m["t"], m["n"]) for m in map(json.loads, lines)}
     assert len(lines) == threads_n * per_thread
     assert seen == {(t, n) for t in range(threads_n) for n in range(per_thread)}
+
+
+def test_memoryd_serve_prints_human_lines_on_a_terminal_and_json_otherwise() -> None:
+    """What `make run` shows (issue 19 §3.11): `memoryd serve` with its stderr on a terminal prints readable lines,
+    with stderr on a pipe or a file (a service manager, a log file) JSON lines."""
+    import os
+    import pty
+    import select
+    import subprocess
+
+    from tests.conftest import Daemon, daemon_env, short_tmp
+
+    home = short_tmp()
+    daemon = Daemon(home, daemon_env(home))
+    master, slave = pty.openpty()
+    daemon.proc = subprocess.Popen(
+        [sys.executable, "-m", "memoryd", "serve"],
+        env=daemon.env,
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+        stdin=subprocess.DEVNULL,
+    )
+    os.close(slave)
+    daemon._log_handle = open(os.devnull, "ab")  # noqa: SIM115 - closed by stop()
+    try:
+        daemon.wait_ready()
+        daemon.call("ping")
+    finally:
+        assert daemon.stop() == 0
+    out = b""
+    while select.select([master], [], [], 5.0)[0]:  # the daemon has exited: read what it left until EOF
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the terminal's other end is closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    lines = [line for line in out.decode().splitlines() if line.strip()]
+    assert any(" ready " in line and "socket=" in line for line in lines), lines
+    assert any(" request " in line and "method=ping" in line for line in lines), lines
+    for line in lines:
+        assert not line.lstrip().startswith("{"), line
+
+    piped = Daemon(short_tmp(), {})
+    piped.env = daemon_env(piped.home)
+    piped.start()
+    piped.call("ping")
+    assert piped.stop() == 0
+    events = [json.loads(line) for line in piped.log.read_text().splitlines() if line.strip()]
+    assert {"ready", "request"} <= {e["event"] for e in events}

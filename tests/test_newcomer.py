@@ -3,13 +3,13 @@ scripts the truth. The real daemon on a real socket; the tutorials themselves ru
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -214,45 +214,144 @@ def test_install_service_without_runtime_dir_still_says_percent_t(
     assert f"export XDG_RUNTIME_DIR=/run/user/{os.getuid()}" in err.getvalue()
 
 
-# --- item 4: a hand edit of a rule file is a revision -----------------------------------------------------------
+# --- item 4: a hand edit of a rule file is a revision (issue 19 §3.9: recorded, the file never rewritten) ------------
 
 
 def test_hand_edit_of_a_rule_is_recorded_as_a_revision(daemon: Daemon, workspace: tuple[Path, str]) -> None:
-    from tests.test_rules import PROFILE, compiled, history, observe, rule
+    from tests.test_rules import PROFILE, compiled, history, observe, resolve, rule
 
     root, ws = workspace
     oid = observe(daemon, ws, fw_version="1.2.3")
     compiled(daemon, ws, rule(oid))
     path = root / PROFILE
-    text = path.read_text()
+    original = path.read_bytes()
+    text = original.decode()
     assert "revision: 1\n" in text and "transport.uart.baud: 921600" in text
-    path.write_text(
-        "# checked on bench 3\n" + text.replace("transport.uart.baud: 921600", "transport.uart.baud: 460800")
-    )
+    saved = "# checked on bench 3 (串口)\n" + text.replace("transport.uart.baud: 921600", "transport.uart.baud: 460800")
+    path.write_bytes(saved.encode())
+    mtime = path.stat().st_mtime_ns
 
-    def diffed() -> dict[str, Any] | None:
-        shown = daemon.call("rules.show", {"workspace": ws, "rule_id": "uart-flow-control"})
-        if shown["rule"]["revision"] != 2:
-            return None
-        answer: dict[str, Any] = daemon.call(
-            "rules.diff", {"workspace": ws, "rule_id": "uart-flow-control", "from_rev": 1}
-        )
-        return answer
-
-    answer = wait_for(diffed)
-    baud = {"key": "transport.uart.baud", "before": 921600, "after": 460800, "change": "changed"}
-    assert baud in answer["facts"], answer
-    rewritten = path.read_text()
-    assert rewritten.startswith("# checked on bench 3\n") and "revision: 2\n" in rewritten  # edited in place
-    edits = [h for h in history(root) if h["op"] == "hand_edit"]
+    edits = wait_for(lambda: [h for h in history(root) if h["op"] == "hand_edit"])
+    # recorded, and the file is exactly what the person saved: same bytes, same mtime (no "changed on disk")
+    assert path.read_bytes() == saved.encode() and path.stat().st_mtime_ns == mtime
     assert len(edits) == 1 and edits[0]["changes"][0]["rules"] == [
         {"rule_id": "uart-flow-control", "rev_before": 1, "rev_after": 2}
     ]
-    # the next change bumps again, and revision 1 still shows what was first written
-    oid2 = observe(daemon, ws, "again at 921600", fw_version="1.2.4")
-    compiled(daemon, ws, rule(oid2, priority=20))
+    assert edits[0]["changes"][0]["sha_after"] == hashlib.sha256(saved.encode()).hexdigest()
+    shown = daemon.call("rules.show", {"workspace": ws, "rule_id": "uart-flow-control"})
+    assert shown["rule"]["revision"] == 2, shown["rule"]
+    assert shown["rule"]["updated_at"] == edits[0]["ts"]
+    assert [h["rev_after"] for h in shown["history"]] == [1, 2]
+    answer = daemon.call("rules.diff", {"workspace": ws, "rule_id": "uart-flow-control", "from_rev": 1})
+    baud = {"key": "transport.uart.baud", "before": 921600, "after": 460800, "change": "changed"}
+    assert answer["to_rev"] == 2 and baud in answer["facts"], answer
+    listed = daemon.call("rules.search", {"workspace": ws, "query": "uart-flow-control"})["rules"]
+    assert [r["revision"] for r in listed] == [2]
+    assert resolve(daemon, ws, "1.2.3")["facts"]["transport.uart.baud"] == 460800
+    assert path.read_bytes() == saved.encode() and path.stat().st_mtime_ns == mtime  # still untouched
+
+    # restoring the hand edit puts the old bytes back: revision 1 again, and that write is no hand edit
+    restored = daemon.call("restore", {"workspace": ws, "run_id": edits[0]["run_id"]})
+    assert restored["writes"] == [{"path": PROFILE, "action": "update"}]
+    assert path.read_bytes() == original
+    assert daemon.call("rules.show", {"workspace": ws, "rule_id": "uart-flow-control"})["rule"]["revision"] == 1
+    assert resolve(daemon, ws, "1.2.3")["facts"]["transport.uart.baud"] == 921600
+    assert [h["op"] for h in history(root)] == ["compile.apply", "hand_edit", "restore"]
+
+
+def test_the_next_change_numbers_from_the_recorded_revision(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    from tests.test_rules import PROFILE, compiled, history, observe, rule
+
+    root, ws = workspace
+    compiled(daemon, ws, rule(observe(daemon, ws, fw_version="1.2.3")))
+    path = root / PROFILE
+    path.write_text(path.read_text().replace("transport.uart.baud: 921600", "transport.uart.baud: 460800"))
+    wait_for(lambda: [h for h in history(root) if h["op"] == "hand_edit"])
+    assert yaml.safe_load(path.read_text())["revision"] == 1  # the file says 1, history says 2
+    # the next change of the daemon's own is revision max(file, recorded) + 1, written into the file
+    result = compiled(daemon, ws, rule(observe(daemon, ws, "again at 921600", fw_version="1.2.4"), priority=20))
+    assert result["writes"][0]["revision"] == 3, result["writes"]
     assert yaml.safe_load(path.read_text())["revision"] == 3
+    applied = history(root)[-1]
+    assert applied["changes"][0]["rules"] == [{"rule_id": "uart-flow-control", "rev_before": 2, "rev_after": 3}]
+    baud = {"key": "transport.uart.baud", "before": 921600, "after": 460800, "change": "changed"}
     first = daemon.call("rules.diff", {"workspace": ws, "rule_id": "uart-flow-control", "from_rev": 1, "to_rev": 2})
     assert baud in first["facts"], first
-    # the daemon's own rewrite is not taken for another hand edit
+    second = daemon.call("rules.diff", {"workspace": ws, "rule_id": "uart-flow-control", "from_rev": 2})
+    assert {"key": "transport.uart.baud", "before": 460800, "after": 921600, "change": "changed"} in second["facts"]
+    # the daemon's own write is not taken for another hand edit
     assert [h["op"] for h in history(root)].count("hand_edit") == 1
+
+
+def test_a_hand_edit_of_an_override_file_keeps_each_rules_recorded_revision(
+    daemon: Daemon, workspace: tuple[Path, str]
+) -> None:
+    """An override file holds several rules: a second hand edit (of another rule) keeps the first one's recorded
+    revision, and a restart reads both from history."""
+    from tests.test_rules import compiled, history, observe
+
+    root, ws = workspace
+    oid = observe(daemon, ws)
+    base = {"instance_id": "bench-3", "model_id": "KX-200", "priority": 0, "confidence": 0.95}
+    compiled(
+        daemon,
+        ws,
+        overrides=[
+            {
+                **base,
+                "rule_id": "one",
+                "fw_range": "1.2.*",
+                "facts": {"transport.timeout_ms": 500},
+                "provenance": {"observation_ids": [oid]},
+            },
+            {
+                **base,
+                "rule_id": "two",
+                "fw_range": "1.3.*",
+                "facts": {"transport.timeout_ms": 700},
+                "provenance": {"observation_ids": [oid]},
+            },
+        ],
+    )
+    path = root / "data/memory/overrides/bench-3.yaml"
+
+    def revisions() -> dict[str, int]:
+        found = daemon.call("rules.search", {"workspace": ws, "layer": "override"})["rules"]
+        return {r["rule_id"]: r["revision"] for r in found}
+
+    assert revisions() == {"one": 1, "two": 1}
+    path.write_text(path.read_text().replace("500", "550"))
+    wait_for(lambda: revisions() == {"one": 2, "two": 1})
+    path.write_text(path.read_text().replace("700", "750"))
+    wait_for(lambda: revisions() == {"one": 2, "two": 2})
+    saved = path.read_bytes()
+    assert [h["op"] for h in history(root)].count("hand_edit") == 2
+    daemon.stop()
+    daemon.start()
+    assert revisions() == {"one": 2, "two": 2} and path.read_bytes() == saved
+
+
+# --- issue 19 §3.11: slips answered as slips, naming the path -----------------------------------------------------
+
+
+def test_get_of_a_memory_file_outside_memory_says_which_path_was_meant(daemon: Daemon) -> None:
+    project = project_with_note(daemon)
+    (project / "memory" / "MEMORY.md").write_text("# Memory\n\n- 串口 one line\n")
+    slip = daemon.memoryctl("get", "MEMORY.md", cwd=project)
+    assert slip.returncode == 1, slip  # a plain slip: not the exit code of a refused escape (4)
+    assert "did you mean memory/MEMORY.md?" in slip.stderr and "memoryctl get memory/MEMORY.md" in slip.stderr, slip
+    answer = json.loads(daemon.memoryctl("--json", "get", "MEMORY.md", cwd=project).stdout)
+    assert answer["error"]["name"] == "MEMORY_FILE_NOT_FOUND", answer
+    daily = daemon.memoryctl("get", "2026-01-01.md", cwd=project)
+    assert daily.returncode == 1 and "did you mean memory/2026-01-01.md?" in daily.stderr, daily.stderr
+    # leaving the workspace is still refused as an escape
+    escape = daemon.memoryctl("get", "../MEMORY.md", cwd=project)
+    assert escape.returncode == 4 and "did you mean" not in escape.stderr, escape
+
+
+def test_an_unregistered_directory_is_named(daemon: Daemon) -> None:
+    elsewhere = short_tmp("unreg") / "子目录"
+    elsewhere.mkdir()
+    out = daemon.memoryctl("search", "anything", cwd=elsewhere)
+    assert out.returncode == 1, out
+    assert f"No registered workspace contains {elsewhere.resolve()}" in out.stderr, out.stderr

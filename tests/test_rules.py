@@ -727,8 +727,8 @@ def test_without_a_watcher_resolve_reads_hand_edits_itself(daemon_factory: Any) 
 def test_a_second_save_right_after_a_hand_edit_is_never_overwritten(
     daemon: Daemon, workspace: tuple[Path, str]
 ) -> None:
-    """The hand-edit recorder rewrites the file (revision + 1) only once it has been quiet for a moment, and never
-    over a newer save: the person's last save is what stays."""
+    """The hand-edit recorder records a revision only once the file has been quiet for a moment, and never writes
+    the file: the person's last save is what stays, byte for byte."""
     root, ws = workspace
     compiled(daemon, ws, rule(observe(daemon, ws)))
     path = root / PROFILE
@@ -736,8 +736,10 @@ def test_a_second_save_right_after_a_hand_edit_is_never_overwritten(
     path.write_text(original.replace("921600", "460800"))  # a save
     wait_for(lambda: resolve(daemon, ws, "1.2.3")["facts"]["transport.uart.baud"] == 460800)
     path.write_text(original.replace("921600", "230400"))  # and another, right after the daemon saw the first
-    stored = wait_for(lambda: (d := yaml.safe_load(path.read_text()))["revision"] >= 2 and d)  # recorded
-    assert stored["facts"]["transport.uart.baud"] == 230400
+    wait_for(lambda: [h for h in history(root) if h["op"] == "hand_edit"])  # recorded
+    assert path.read_text() == original.replace("921600", "230400")
+    shown = daemon.call("rules.show", {"workspace": ws, "rule_id": "uart-flow-control"})
+    assert shown["rule"]["revision"] >= 2 and shown["rule"]["facts"]["transport.uart.baud"] == 230400
     assert resolve(daemon, ws, "1.2.3")["facts"]["transport.uart.baud"] == 230400
 
 
@@ -795,3 +797,37 @@ def test_rule_files_written_right_after_workspace_add_are_loaded(daemon_factory:
     for ws, n in roots:
         # bounded: well under the reconcile interval, far over a load (milliseconds)
         wait_for(lambda ws=ws, n=n: resolve(d, ws, "1.2.3")["facts"].get("transport.uart.baud") == 9600 + n, 15)
+
+
+@pytest.mark.parametrize("step", ["journal", "history", "done"])
+def test_a_crash_while_recording_a_hand_edit_never_touches_the_file(daemon_factory: Any, step: str) -> None:
+    """A hand edit's record has nothing to write (the file is already as the person saved it): a crash after its
+    commit point is finished on restart, history gets the line once, and the file's bytes and mtime stay."""
+    d: Daemon = daemon_factory()
+    root = short_tmp("ws")
+    ws = d.call("workspace.add", {"path": str(root)})["workspace_id"]
+    compiled(d, ws, rule(observe(d, ws)))
+    d.stop()
+    d.env["MEMORYD_CRASH_AT"] = step
+    d.env["MEMORYD_WATCH"] = "0"  # no watcher: the next change records the edit, at a moment the test chooses
+    d.start()
+    resolve(d, ws, "1.2.3")  # the rules are loaded: an edit from now on is a hand edit
+    path = root / PROFILE
+    saved = path.read_bytes().replace(b"921600", b"460800")
+    path.write_bytes(saved)
+    mtime = path.stat().st_mtime_ns
+    resolve(d, ws, "1.2.3")  # without a watcher, resolve reads the files: the edit is noticed
+    with pytest.raises((ClientError, RemoteError)):
+        observe(d, ws, "a new run")
+        prepare(d, ws)  # records the hand edit first, and crashes while doing so
+    assert d.proc is not None and d.proc.wait(20) == 86
+    d.stop()
+    del d.env["MEMORYD_CRASH_AT"]
+    d.start()
+    recovered = d.call("status", {"workspace": ws})["workspaces"][0]["rules"]["recovered"]  # opened: recovered
+    assert not list((root / "data/memory/journal").glob("*.json"))
+    assert [h["op"] for h in history(root)] == ["compile.apply", "hand_edit"]
+    assert recovered == ([] if step == "done" else [history(root)[-1]["run_id"]])
+    shown = d.call("rules.show", {"workspace": ws, "rule_id": "uart-flow-control"})
+    assert shown["rule"]["revision"] == 2 and shown["rule"]["facts"]["transport.uart.baud"] == 460800
+    assert path.read_bytes() == saved and path.stat().st_mtime_ns == mtime

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memoryd.store.vectors import MARK_SQL, TODO_SQL, Unit, VectorIndex, VectorsUnavailable, extension_path
+from memoryd.store.vector_schema import MARK_SQL, TODO_SQL, VectorsUnavailable, extension_path
+from memoryd.store.vectors import Unit, VectorIndex
 
 DIM = 16
 

@@ -477,7 +477,7 @@ VERBS = {
     "compile": "evidence to rules: prepare a request for the LLM, apply its response",
     "resolve": "merged facts for a model and firmware version, and why",
     "rules": "search, show and diff rules",
-    "timeline": "observations and rule changes, newest first",
+    "timeline": "observations, remembered entries and changes, newest first",
     "candidates": "review low-confidence rules: list, promote, reject",
     "hook": "answer a coding agent host's hook (its JSON on stdin); fails open, never blocks",
 }

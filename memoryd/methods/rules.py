@@ -80,7 +80,8 @@ def register(d: Dispatcher) -> None:
 
     @d.register("timeline", TimelineParams, TimelineResult)
     async def timeline(ctx: Context, p: TimelineParams) -> TimelineResult:
-        """Observations and changes (apply, promote, reject) interleaved by time, newest first."""
+        """Observations, the entries remember wrote and changes (apply, promote, reject, hand edit, forget,
+        restore) interleaved by time, newest first. A forget names what it hid: item id, path:line, first line."""
         app = services(ctx)
         return await app.rules.timeline(await app.workspace(p.workspace), p)
 

@@ -32,6 +32,7 @@ def read(root: Path, path: str, from_line: int, lines: int, limit: int) -> dict[
         raise AppError(exc.name, exc.message, hint=GET_HINT) from None
     rel = target.relative_to(root).as_posix()
     if file_kind(rel) is None:  # what the index covers, nothing else
+        _slip(root, rel, target)
         raise AppError(
             "MEMORY_PATH_TRAVERSAL",
             f"{rel} is not a memory file: only Markdown under memory/ and rule YAML under spec/memory/profiles/, "
@@ -72,6 +73,22 @@ def read(root: Path, path: str, from_line: int, lines: int, limit: int) -> dict[
         "total_lines": len(all_lines),
         "text": "\n".join(chosen) + ("\n" if chosen else ""),
     }
+
+
+def _slip(root: Path, rel: str, target: Path) -> None:
+    """``get MEMORY.md``: a memory file named without ``memory/`` is a slip, not an attack — answered with the path
+    that was meant (MEMORY_FILE_NOT_FOUND, exit 1) when memory/ holds that file or nothing of that name exists."""
+    meant = f"memory/{rel}"
+    if file_kind(meant) != "markdown":
+        return
+    exists = os.path.isfile(root / meant)
+    if exists or not os.path.lexists(target):
+        raise AppError(
+            "MEMORY_FILE_NOT_FOUND",
+            f"{rel} is not in memory/: did you mean {meant}?" + ("" if exists else f" ({meant} does not exist either)"),
+            hint=f"Memory files are named relative to the workspace root, as search prints them: "
+            f"`memoryctl get {meant}`.",
+        )
 
 
 def validate_tree(root: Path, limit: int) -> list[daily.Problem]:

@@ -26,15 +26,8 @@ from memoryd import embed
 from memoryd.embed import Cancel, EmbeddingUnavailable, EmbedSettings, Provider
 from memoryd.pool import ThreadPool
 from memoryd.store.index import NoteIndex
-from memoryd.store.vectors import (
-    REBUILD_HINT,
-    Unit,
-    VectorHit,
-    VectorIndex,
-    VectorsUnavailable,
-    damaged,
-    extension_path,
-)
+from memoryd.store.vector_schema import REBUILD_HINT, VectorsUnavailable, damaged, extension_path
+from memoryd.store.vectors import Unit, VectorHit, VectorIndex
 from memoryd.text import passages
 
 log = structlog.get_logger("memoryd.semantic")

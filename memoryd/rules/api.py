@@ -237,8 +237,8 @@ class TimelineParams(WorkspaceParams):
 
 class TimelineEvent(Wire):
     ts: str
-    type: Literal["observation", "change"]
-    id: str = Field(description="observation_id, or the change's run_id.")
+    type: Literal["observation", "change", "remember"]
+    id: str = Field(description="observation_id, the change's run_id, or the remembered entry's item id (ent_…).")
     summary: str
     op: str | None = Field(default=None, description="Changes: compile.apply, candidates.promote, …")
     kind: str | None = Field(default=None, description="Observations: their kind.")

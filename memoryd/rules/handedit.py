@@ -1,23 +1,25 @@
-"""Hand edits of rule files become revisions (issue 11, item 4).
+"""Hand edits of rule files become revisions (issue 11, item 4; issue 19, §3.9: without touching the file).
 
 The rule set notices, on any reload, a rule whose content changed while its ``revision`` did not go up (an editor,
-``git checkout``): ``RuleSet.hand_edits``. ``record`` turns each into a change like the daemon's own: the file gets
-``revision`` + 1 (and ``updated_at``), the content from before the edit is kept under ``data/memory/backups/<run_id>/``
-and ``history.jsonl`` gets an ``op: hand_edit`` line with the revisions, so ``rules diff`` and ``timeline`` tell the
-truth. It runs under the workspace's rules lock, in a worker thread. From the watcher it waits until the file has
-been quiet for ``QUIET_S``, and it re-reads the file before replacing it: a second save is never overwritten by the
-record of the first.
+``git checkout``): ``RuleSet.hand_edits``. ``record`` turns each into a change like the daemon's own, through
+``journal.commit``: the content from before the edit is kept under ``data/memory/backups/<run_id>/`` and
+``history.jsonl`` gets an ``op: hand_edit`` line with the revisions (``rev_before`` → ``rev_after``) and the
+sha256 of the file as the person saved it. The file itself is never written: its bytes and mtime stay exactly what
+the person saved, so an open editor never says "changed on disk". The rule set reads the new revision (and its
+time, as ``updated_at``) from that history line for as long as the file holds that content
+(``journal.recorded``), so ``rules show``, ``rules diff``, ``timeline`` and the next change's numbering
+(``max(file, recorded) + 1``, written into the file by that change) tell the truth; ``restore`` of the hand edit
+puts the old bytes back.
 
-Rewriting: a one-rule file (profiles, candidates) gets its ``revision:`` and ``updated_at:`` lines replaced in place,
-so the rest of the hand-written file (comments, order) stays as written; an overrides file, or a file those lines
-cannot be found in, is written out again from its rules. Not noticed: edits made while the daemon was stopped, and an
-edit that raises ``revision`` itself (it is taken as the new revision, with no pre-image on record).
+It runs under the workspace's rules lock, in a worker thread. From the watcher it waits until the file has been
+quiet for ``QUIET_S``, so a person who saves twice in a row makes one revision. Not noticed: edits made while the
+daemon was stopped, and an edit that raises ``revision`` itself (it is taken as the new revision, with no
+pre-image on record).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import time
 from datetime import datetime
 
@@ -25,7 +27,7 @@ import structlog
 
 from memoryd import ids
 from memoryd.rules import journal
-from memoryd.rules.ruleset import HandEdit, RuleFileError, load_file, overrides_yaml, rule_yaml
+from memoryd.rules.ruleset import HandEdit, RuleFileError, load_file
 from memoryd.rules.workspace import WorkspaceRules
 
 log = structlog.get_logger("memoryd.rules")
@@ -35,20 +37,20 @@ QUIET_S = 1.0  # the watcher's path records an edit once its file has not change
 
 
 def record(wr: WorkspaceRules, quiet_s: float = 0.0) -> list[str]:
-    """Record every pending hand edit; returns the paths rewritten. With ``quiet_s``, an edit whose file changed
-    less than that long ago stays pending (``pending_quiet``): a person who saves twice in a row is never
-    overwritten by the record of the first save. A change of the daemon's own records them all first (0)."""
-    written = []
+    """Record every pending hand edit; returns the paths recorded. With ``quiet_s``, an edit whose file changed
+    less than that long ago stays pending: a person who saves twice in a row makes one revision. A change of the
+    daemon's own records them all first (0)."""
+    recorded = []
     now = time.time()
     for edit in wr.rules.take_hand_edits():
         if quiet_s and _changed_since(wr, edit.path, now - quiet_s):
             wr.rules.requeue(edit)
             continue
         if _record_one(wr, edit):
-            written.append(edit.path)
-    if written:
-        wr.rules.reload(written)
-    return written
+            recorded.append(edit.path)
+    if recorded:
+        wr.rules.reload(recorded, force=recorded)  # same bytes on disk: read them again for the new revisions
+    return recorded
 
 
 def _changed_since(wr: WorkspaceRules, rel: str, when: float) -> bool:
@@ -67,51 +69,16 @@ def _record_one(wr: WorkspaceRules, edit: HandEdit) -> bool:
     except RuleFileError:
         wr.rules.requeue(edit)  # broken now: recorded once it parses again
         return False
-    now = ids.iso(datetime.now())
     bumped = {rid: rev + 1 for rid, rev in edit.revisions.items() if any(r.rule_id == rid for r in loaded)}
-    if not bumped:
+    if not bumped or current == edit.before:
         return False
-    content = _in_place(current, next(iter(bumped.values())), now) if edit.layer != "override" else None
-    if content is None or not _says(wr, edit, content, bumped):
-        rules = [
-            r.rule.model_copy(update={"revision": bumped[r.rule_id], "updated_at": now})
-            if r.rule_id in bumped
-            else r.rule
-            for r in loaded
-        ]
-        if edit.layer == "override":
-            content = overrides_yaml(edit.path.rsplit("/", 1)[-1].rsplit(".", 1)[0], rules)
-        else:
-            content = rule_yaml(rules[0])
     meta = {
         "layer": edit.layer,
         "rules": [{"rule_id": rid, "rev_before": edit.revisions[rid], "rev_after": rev} for rid, rev in bumped.items()],
     }
-    if journal.read_bytes(wr.root, edit.path) != current:  # edited again meanwhile: never overwrite a person's save
-        wr.rules.requeue(edit)
-        return False
     run_id = ids.new_id("edit")
-    write = journal.FileWrite(edit.path, content, meta)
-    journal.commit(wr.root, run_id, {"op": "hand_edit", "ts": now}, [write], pre_images={edit.path: edit.before})
+    write = journal.FileWrite(edit.path, current, meta, on_disk=True)
+    entry = {"op": "hand_edit", "ts": ids.iso(datetime.now())}
+    journal.commit(wr.root, run_id, entry, [write], pre_images={edit.path: edit.before})
     log.info("hand_edit_recorded", workspace_id=wr.ws.id, run_id=run_id, path=edit.path, rules=len(bumped))
     return True
-
-
-_REVISION = re.compile(rb"^revision:[ \t]*\d+[ \t]*$", re.MULTILINE)
-_UPDATED = re.compile(rb"^updated_at:.*$", re.MULTILINE)
-
-
-def _in_place(data: bytes, revision: int, now: str) -> bytes | None:
-    if len(_REVISION.findall(data)) != 1 or len(_UPDATED.findall(data)) > 1:
-        return None
-    data = _REVISION.sub(f"revision: {revision}".encode(), data)
-    return _UPDATED.sub(f"updated_at: '{now}'".encode(), data)
-
-
-def _says(wr: WorkspaceRules, edit: HandEdit, content: bytes, bumped: dict[str, int]) -> bool:
-    """The rewritten file parses and carries the new revisions."""
-    try:
-        rules = load_file(wr.root, edit.path, edit.layer, content)
-    except RuleFileError:
-        return False
-    return all(r.rule.revision == bumped[r.rule_id] for r in rules if r.rule_id in bumped)

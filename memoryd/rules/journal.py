@@ -55,6 +55,10 @@ class FileWrite:
     content: bytes | None  # None deletes the file
     meta: dict[str, Any] = field(default_factory=dict)  # layer, rule_id, revisions: copied into history
     record: bool = True  # False for bookkeeping files (compile state): no backup, not listed in history
+    # True: the file already holds ``content`` (a person saved it: a hand edit). The change is recorded — the
+    # pre-image passed to ``commit`` backed up, a history line — and the file is never written, so an editor that
+    # has it open sees no change on disk.
+    on_disk: bool = False
 
 
 def sha(data: bytes | None) -> str | None:
@@ -97,16 +101,6 @@ def action(before: bytes | None, after: bytes | None) -> str:
     return "delete" if after is None else "update"
 
 
-def plan(root: Path, writes: list[FileWrite]) -> list[tuple[FileWrite, bytes | None]]:
-    """Pair each write with the file's current content; writes that would change nothing are dropped."""
-    out = []
-    for write in writes:
-        before = read_bytes(root, write.path)
-        if before != write.content:
-            out.append((write, before))
-    return out
-
-
 def commit(
     root: Path,
     run_id: str,
@@ -115,7 +109,8 @@ def commit(
     pre_images: dict[str, bytes] | None = None,
 ) -> dict[str, Any] | None:
     """Apply ``writes`` as one change; returns the history entry (None when nothing changed). ``pre_images``:
-    the content to back up for a path instead of what is on disk (a hand edit: the content before it).
+    the content to back up for a path instead of what is on disk; a write marked ``on_disk`` (a hand edit: the
+    file already holds its content) needs one, and is recorded from it without writing the file.
 
     A change an earlier failure left half done (a full disk after the commit point) is finished first; a failure
     before this change's commit point removes its backups, so nothing of it remains."""
@@ -123,9 +118,14 @@ def commit(
         recover(root)
     for write in writes:
         target(root, write.path)
-    planned = plan(root, writes)
-    if pre_images:
-        planned = [(w, pre_images.get(w.path, before)) for w, before in planned]
+    pre_images = pre_images or {}
+    planned: list[tuple[FileWrite, bytes | None]] = []
+    for write in writes:
+        if write.on_disk and write.path not in pre_images:
+            raise ValueError(f"{write.path}: a change already on disk needs its pre-image")
+        before = pre_images[write.path] if write.path in pre_images else read_bytes(root, write.path)
+        if before != write.content:
+            planned.append((write, before))
     if not any(w.record for w, _ in planned):  # only bookkeeping changes: no history, no journal needed
         for write, _ in planned:
             atomic_write(root / write.path, write.content or b"", root=root)
@@ -156,9 +156,10 @@ def commit(
         journal = {
             "run_id": run_id,
             "history": history,
-            "writes": [
+            "writes": [  # what recovery rolls forward: never a file a person wrote (on_disk)
                 {"path": w.path, "content": None if w.content is None else w.content.decode("utf-8")}
                 for w, _ in planned
+                if not w.on_disk
             ],
         }
         atomic_write(journal_path, orjson.dumps(journal), root=root, durable=False)
@@ -252,6 +253,55 @@ def _history(root: Path) -> tuple[tuple[int, int, int], list[dict[str, Any]], li
         _HISTORY.clear()
     _HISTORY[root] = parsed
     return parsed
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What history says of the rule files as they are now, for revisions a file does not carry itself.
+
+    ``latest``: path → the sha256 the latest recorded change left it at (None: deleted). A file at that content is
+    the daemon's own (a change, a restore), never a hand edit. ``revisions``: (path, sha256) → rule_id →
+    (revision, when), from the hand edits history records: a hand edit is never written back into the file, so a
+    file at the content a hand edit recorded has those revisions whatever its ``revision:`` line says."""
+
+    latest: dict[str, str | None]
+    revisions: dict[tuple[str, str], dict[str, tuple[int, str]]]
+
+
+# root → (history's signature, what it records): reloads ask on every pass; computed only when history changed.
+_RECORDED: dict[Path, tuple[tuple[int, int, int], Recorded]] = {}
+
+
+def recorded(root: Path) -> Recorded:
+    signature, entries, _problems = _history(root)
+    known = _RECORDED.get(root)
+    if known is not None and known[0] == signature:
+        return known[1]
+    latest: dict[str, str | None] = {}
+    revisions: dict[tuple[str, str], dict[str, tuple[int, str]]] = {}
+    for entry in entries:
+        changes = entry.get("changes")
+        for change in changes if isinstance(changes, list) else ():
+            if not isinstance(change, dict) or not isinstance(change.get("path"), str):
+                continue
+            path, after, before = change["path"], change.get("sha_after"), change.get("sha_before")
+            latest[path] = after if isinstance(after, str) else None
+            if entry.get("op") != "hand_edit" or not isinstance(after, str):
+                continue
+            revs = dict(revisions.get((path, before), {})) if isinstance(before, str) else {}
+            for rule in change.get("rules") or ():
+                if (
+                    isinstance(rule, dict)
+                    and isinstance(rule.get("rule_id"), str)
+                    and type(rule.get("rev_after")) is int
+                ):
+                    revs[rule["rule_id"]] = (rule["rev_after"], str(entry.get("ts") or ""))
+            revisions[(path, after)] = revs
+    answer = Recorded(latest, revisions)
+    if len(_RECORDED) > 1000:
+        _RECORDED.clear()
+    _RECORDED[root] = (signature, answer)
+    return answer
 
 
 def _journals(root: Path) -> list[str]:

@@ -17,6 +17,7 @@ import yaml
 from memoryd import ids
 from memoryd.errors import AppError
 from memoryd.fsio import confine
+from memoryd.notes import items
 from memoryd.rules import compile as comp
 from memoryd.rules import journal
 from memoryd.rules.fwrange import FwRangeError, parse_version
@@ -135,7 +136,6 @@ def timeline(wr: WorkspaceRules, p: m.TimelineParams) -> dict[str, Any]:
             continue
         moment = ids.id_time(obs.observation_id)
         if inside(moment):
-            text = " ".join(obs.text.split())
             events.append(
                 (
                     moment,
@@ -143,10 +143,30 @@ def timeline(wr: WorkspaceRules, p: m.TimelineParams) -> dict[str, Any]:
                         "ts": obs.ts,
                         "type": "observation",
                         "id": obs.observation_id,
-                        "summary": text if len(text) <= 160 else text[:159] + "…",
+                        "summary": _clip(obs.text),
                         "kind": obs.kind,
                         "run_id": obs.run_id,
                         "model_id": obs.model_id,
+                    },
+                )
+            )
+    known = items.load(wr.root) if p.run_id is None else {}
+    for item_id, item in known.items():  # what remember wrote (data/memory/items.jsonl)
+        try:
+            moment = datetime.fromisoformat(str(item.get("created_at")))
+        except ValueError:
+            continue
+        if inside(moment):
+            where = f"{item.get('path')}:{item.get('start_line')}"
+            events.append(
+                (
+                    moment,
+                    {
+                        "ts": str(item["created_at"]),
+                        "type": "remember",
+                        "id": item_id,
+                        "summary": _clip(f"{where} {_first_line(item)}"),
+                        "paths": [str(item.get("path"))],
                     },
                 )
             )
@@ -167,7 +187,7 @@ def timeline(wr: WorkspaceRules, p: m.TimelineParams) -> dict[str, Any]:
                         "type": "change",
                         "id": str(entry.get("run_id")),
                         "op": str(entry.get("op")),
-                        "summary": _change_summary(entry),
+                        "summary": _change_summary(entry, known),
                         "paths": [str(c.get("path")) for c in changes],
                     },
                 )
@@ -238,7 +258,34 @@ def _revision(root: Path, history: list[dict[str, Any]], loaded: LoadedRule, rev
     )
 
 
-def _change_summary(entry: dict[str, Any]) -> str:
+def _first_line(item: dict[str, Any]) -> str:
+    """What an item's entry says first (its bullet without the marker), else its heading."""
+    first = str(item.get("first_line") or "").strip()
+    for marker in ("- ", "* ", "+ "):
+        first = first.removeprefix(marker)
+    return first or str(item.get("heading") or "")
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 160 else text[:159] + "…"
+
+
+def _change_summary(entry: dict[str, Any], known: dict[str, dict[str, Any]]) -> str:
+    """What a change did, in a line. A forget (or a restore of one) names what was forgotten: the item id, where
+    it is (path:line) and its first line, from items.jsonl."""
+    op = entry.get("op")
+    forgot = None
+    if op == "forget":
+        forgot = entry.get("item_id")
+    elif op == "restore" and entry.get("restored_op") in ("forget", "restore"):
+        forgot = next((c.get("item_id") for c in entry.get("changes") or [] if isinstance(c, dict)), None)
+    if isinstance(forgot, str):
+        item = known.get(forgot) or {}
+        where = f"{item.get('path') or entry.get('path') or '?'}:{item.get('start_line') or '?'}"
+        first = _first_line(item)
+        verb = "forgot" if op == "forget" else f"undid {entry.get('restores')}:"
+        return _clip(f"{verb} {forgot} {where} {first}")
     changes = entry.get("changes") or []
     rules = sorted({str(r.get("rule_id")) for c in changes for r in (c.get("rules") or [])})
     shown = ", ".join(rules[:5]) + (f" and {len(rules) - 5} more" if len(rules) > 5 else "")

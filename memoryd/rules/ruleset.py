@@ -15,7 +15,7 @@ import datetime as dt
 import os
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from memoryd import yamlsafe
 from memoryd.fsio import FileTooLarge, NotRegularFile, read_regular
+from memoryd.rules import journal
 from memoryd.rules.fwrange import FwRange, FwRangeError, parse_range, parse_version
 from memoryd.rules.models import Rule
 from memoryd.store.prepare import file_kind, indexed_files, indexed_stats
@@ -276,6 +277,23 @@ def hand_edited(old: list[LoadedRule], new: list[LoadedRule]) -> dict[str, int]:
     return out
 
 
+def as_recorded(rules: list[LoadedRule], recorded: dict[str, tuple[int, str]] | None) -> list[LoadedRule]:
+    """The rules of a file with the revisions (and times) history records for its content: a hand edit is a
+    revision that is never written into the file (journal.Recorded)."""
+    if not recorded:
+        return rules
+    out = []
+    for loaded in rules:
+        revision, when = recorded.get(loaded.rule_id, (0, ""))
+        if revision > loaded.rule.revision:
+            update: dict[str, Any] = {"revision": revision}
+            if when:
+                update["updated_at"] = when
+            loaded = replace(loaded, rule=loaded.rule.model_copy(update=update))
+        out.append(loaded)
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Resolved:
     facts: dict[str, Any]
@@ -300,10 +318,17 @@ class RuleSet:
     loaded: bool = False
     hand_edits: dict[str, HandEdit] = field(default_factory=dict)  # path → edit not recorded yet
 
-    def reload(self, paths: Iterable[str] | None = None) -> bool:
-        """Re-read changed files — all, or just ``paths`` (relative; as the watcher reports them). True when
-        anything changed."""
+    def reload(self, paths: Iterable[str] | None = None, force: Iterable[str] = ()) -> bool:
+        """Re-read changed files — all, or just ``paths`` (relative; as the watcher reports them); ``force``: read
+        these again even if unchanged on disk (a hand edit of theirs was just recorded). True when anything
+        changed.
+
+        A file's rules carry the revisions history records for its content (:func:`as_recorded`); a file at the
+        content the latest recorded change left it at is the daemon's own write (a change, a restore), never a
+        hand edit."""
+        forced = set(force)
         with self._lock:
+            recorded = journal.recorded(self.root)
             if paths is None or not self.loaded:
                 seen = rule_files(self.root)
                 gone = set(self._files) - set(seen)
@@ -318,7 +343,7 @@ class RuleSet:
             for rel, (layer, info) in seen.items():
                 signature = (info.st_ino, info.st_mtime_ns, info.st_size)
                 known = self._files.get(rel)
-                if known is not None and known.signature == signature:
+                if known is not None and known.signature == signature and rel not in forced:
                     continue
                 changed = True
                 try:
@@ -329,8 +354,13 @@ class RuleSet:
                         signature, known.rules if known else [], str(exc), known.data if known else None
                     )
                     continue
+                digest = journal.sha(data)
+                assert digest is not None
+                rules = as_recorded(rules, recorded.revisions.get((rel, digest)))
                 self._files[rel] = _File(signature, rules, None, data)
-                if known is not None and known.data is not None and self.loaded:
+                if recorded.latest.get(rel) == digest:  # as the daemon's last recorded change left it
+                    self.hand_edits.pop(rel, None)
+                elif known is not None and known.data is not None and self.loaded:
                     edited = hand_edited(known.rules, rules)
                     pending = self.hand_edits.get(rel)
                     if pending is not None:  # a second edit before the first was recorded: one revision
@@ -349,8 +379,13 @@ class RuleSet:
             return edits
 
     def requeue(self, edit: HandEdit) -> None:
+        """Put back an edit not recorded yet; merged with one noticed meanwhile (the earlier content and
+        revisions are where the edit started from)."""
         with self._lock:
-            self.hand_edits.setdefault(edit.path, edit)
+            later = self.hand_edits.get(edit.path)
+            if later is not None:
+                edit = replace(edit, revisions={**later.revisions, **edit.revisions})
+            self.hand_edits[edit.path] = edit
 
     def _index(self) -> None:
         everything = [r for f in self._files.values() for r in f.rules]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import re
-from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import anyio
@@ -41,15 +40,6 @@ log = structlog.get_logger("memoryd.rules")
 
 
 _LINE = re.compile(r"line (\d+): ")
-
-
-@dataclass(frozen=True, slots=True)
-class RulesReloaded:
-    """What a reload after the watcher's report did: the files it wrote (hand edits recorded) and, when some edits
-    were too fresh to record, how many seconds until it should be asked again."""
-
-    written: list[str]
-    again_after_s: float | None
 
 
 class RulesService:
@@ -120,16 +110,18 @@ class RulesService:
             )
         return wr
 
-    async def files_changed(self, ws: Workspace, paths: list[str] | None) -> RulesReloaded:
+    async def files_changed(self, ws: Workspace, paths: list[str] | None) -> float | None:
         """The watcher saw rule files change (a hand edit, git): reload them now, so resolve is current.
         None: a rescan of every rule file (the periodic safety net, and once the watcher is armed); it waits for
         the rules' first load, which may have read the tree before files the watcher never reported arrived.
-        Answers the files it wrote (hand edits recorded) and whether to look again later (edits too fresh)."""
+        Hand edits are recorded (history and a backup; the file is left as it was saved). Answers in how many seconds
+        to look again when some edits were too fresh to record (a person saving twice in a row makes one revision),
+        else None."""
         wr = self._by_id.get(ws.id)
         if wr is not None and paths is None and self._tg is not None:
             await wr.opened.wait()  # set by _open, which the task group runs, whatever happens
         if wr is None or not wr.opened.is_set() or wr.open_error:
-            return RulesReloaded([], None)
+            return None
         changed = await anyio.to_thread.run_sync(wr.rules.reload, paths)
         log.info(
             "rules_reloaded",
@@ -139,9 +131,10 @@ class RulesService:
             generation=wr.rules.generation,
         )
         if not wr.rules.hand_edits:
-            return RulesReloaded([], None)
-        written: list[str] = await self._locked(ws, lambda w: handedit.record(w, handedit.QUIET_S))
-        return RulesReloaded(written, handedit.QUIET_S if wr.rules.hand_edits else None)
+            return None
+        # recorded in history only: the file is as the person saved it, and the watcher's report indexed that
+        await self._locked(ws, lambda w: handedit.record(w, handedit.QUIET_S))
+        return handedit.QUIET_S if wr.rules.hand_edits else None
 
     async def _locked(self, ws: Workspace, work: Any) -> Any:
         wr = await self._ready(ws)

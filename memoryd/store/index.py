@@ -33,6 +33,7 @@ import structlog
 
 from memoryd import fsio
 from memoryd.fsio import FileTooLarge, NotRegularFile, read_regular
+from memoryd.store.migrations import UnknownMigrations
 from memoryd.store.prepare import (
     PIPELINE_MIN_BYTES,
     batches,
@@ -49,7 +50,7 @@ from memoryd.store.readers import (
     ReaderPool,
     file_problem,
 )
-from memoryd.store.schema import SCHEMA, versions
+from memoryd.store.schema import MIGRATIONS, rebuilt_from, versions
 from memoryd.text import textindex
 
 log = structlog.get_logger("memoryd.index")
@@ -79,6 +80,42 @@ class SyncReport:
     rebuild_reason: str | None = None
     ms: float = 0.0
     chunk_delta: int = 0  # chunks added minus chunks removed
+
+
+_Changed = tuple[str, os.stat_result, str, str]  # a file to (re)index: path, stat, sha256, text
+
+
+class _Progress:
+    """A sync's progress for the caller's callback: reading the files is the first half, inserting the second."""
+
+    def __init__(self, callback: Callable[[int, int], None] | None, files: int) -> None:
+        self.callback, self.files, self.total = callback, files, files * 2
+
+    def reading(self, number: int) -> None:
+        if self.callback is not None and number % 50 == 0:
+            self.callback(number - 1, self.total)
+
+    def inserted(self, files: int, of: int) -> None:
+        if self.callback is not None:
+            self.callback(self.files + files * self.files // of, self.total)
+
+    def done(self) -> None:
+        if self.callback is not None:
+            self.callback(self.total, self.total)
+
+
+def _encoded_size(prepared: tuple[int, bytes]) -> int:
+    return len(prepared[1])
+
+
+def _known_documents(conn: apsw.Connection) -> dict[str, tuple[int, int, int, str]]:
+    """path → (doc_id, mtime_ns, size, sha256) of every indexed file."""
+    return {
+        str(path): (int(doc_id), int(mtime_ns), int(size), str(sha))
+        for doc_id, path, mtime_ns, size, sha in conn.execute(
+            "SELECT doc_id, path, mtime_ns, size, sha256 FROM documents"
+        )
+    }
 
 
 def _connect(path: Path, *, readonly: bool = False) -> apsw.Connection:
@@ -162,6 +199,9 @@ class NoteIndex:
                 if check != "ok":
                     return "corrupt"
                 conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'probe'").fetchall()
+                MIGRATIONS.apply(conn, None)  # a file from before the scheme is adopted; in-place ones run
+            except UnknownMigrations:  # written by a newer version
+                return "version_changed"
             finally:
                 conn.close()
         except apsw.Error:
@@ -230,8 +270,7 @@ class NoteIndex:
         try:
             conn.execute("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-131072;")
             with conn:  # one transaction: a dozen schema statements each in their own cost ~3 ms
-                conn.execute(SCHEMA)
-                conn.execute(f"INSERT INTO chunks_fts(chunks_fts, rank) VALUES('rank', '{textindex.rank_sql()}')")
+                MIGRATIONS.apply(conn, None, self._rebuild_records(reason))
                 conn.executemany("INSERT INTO meta(key, value) VALUES(?, ?)", versions(self.chunk_max_lines).items())
             report = self._sync_into(conn, None, progress)
             # Each bulk insert left an FTS5 segment (a multi-row INSERT flushes FTS5's pending terms). A query
@@ -268,6 +307,20 @@ class NoteIndex:
         )
         return report
 
+    def _rebuild_records(self, reason: str) -> list[str]:
+        """What a rebuild for ``reason`` records in the new file: the versions of the old one that differed."""
+        if reason != "version_changed":
+            return []
+        try:
+            conn = _connect(self.db_path, readonly=True)
+            try:
+                stored = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+            finally:
+                conn.close()
+        except apsw.Error:
+            return []
+        return rebuilt_from(stored, self.chunk_max_lines)
+
     def sync(
         self, paths: Iterable[str] | None = None, progress: Callable[[int, int], None] | None = None
     ) -> SyncReport:
@@ -288,96 +341,119 @@ class NoteIndex:
     def _sync_into(
         self, conn: apsw.Connection, only: set[str] | None, progress: Callable[[int, int], None] | None
     ) -> SyncReport:
+        """One pass, in one transaction: find the files (every one, or ``only``), read those whose (mtime, size)
+        differ from the index, remove the documents changed or gone, insert the changed ones."""
         report = SyncReport()
-        known = {
-            path: (doc_id, mtime_ns, size, sha)
-            for doc_id, path, mtime_ns, size, sha in conn.execute(
-                "SELECT doc_id, path, mtime_ns, size, sha256 FROM documents"
-            )
-        }
         refused: dict[str, str] = {}
-        walked = indexed_files(self.root, refused) if only is None else None
-        present = dict(walked) if walked is not None else indexed_stats(self.root, set(only or ()), refused)
-        targets = sorted(present)
-        total = len(targets) * 2
-        changed: list[tuple[str, os.stat_result, str, str]] = []  # path, stat, sha256, text
-        stale: list[int] = []  # documents to remove: changed or gone
+        known = _known_documents(conn)
+        present = self._present(only, refused)
+        steps = _Progress(progress, len(present))
         with conn:
-            for number, rel in enumerate(targets, 1):
-                info = present[rel]
-                old = known.get(rel)
-                if progress is not None and number % 50 == 0:
-                    progress(number - 1, total)
-                if info.st_size > self.max_file_bytes:  # not read at all, and no longer searchable
-                    refused[rel] = _too_large(info.st_size, self.max_file_bytes)
-                    del present[rel]
-                    continue
-                if old is not None and old[1] == info.st_mtime_ns and old[2] == info.st_size:
-                    report.files_unchanged += 1
-                    continue
-                # Only a regular file is opened (a FIFO swapped in since the walk would block this thread), and
-                # never more than the limit read. The stat above is older than the bytes read, so a file that
-                # grew meanwhile differs from the stored (mtime, size) and is read again.
-                try:
-                    data = read_regular(self.root / rel, self.max_file_bytes)
-                except FileNotFoundError:
-                    del present[rel]
-                    continue
-                except FileTooLarge as exc:
-                    refused[rel] = _too_large(exc.size, exc.limit)
-                    del present[rel]
-                    continue
-                except NotRegularFile:
-                    refused[rel] = "not a regular file"
-                    del present[rel]
-                    continue
-                except OSError as exc:  # kept as indexed before: a passing error should not lose a file's chunks
-                    refused[rel] = f"unreadable: {exc.strerror or type(exc).__name__}"
-                    continue
-                sha = hashlib.sha256(data).hexdigest()
-                if old is not None and old[3] == sha:
-                    conn.execute(
-                        "UPDATE documents SET mtime_ns=?, size=? WHERE doc_id=?",
-                        (info.st_mtime_ns, info.st_size, old[0]),
-                    )
-                    report.files_unchanged += 1
-                    continue
-                if old is not None:
-                    stale.append(old[0])
-                changed.append((rel, info, sha, data.decode("utf-8", errors="replace")))
-                report.bytes_indexed += len(data)
+            changed, stale = self._read_changed(conn, known, present, refused, report, steps)
             gone = (set(known) - set(present)) if only is None else {p for p in only if p in known and p not in present}
             stale += [known[rel][0] for rel in gone]
             report.files_removed = len(gone)
             if stale:
                 report.chunk_delta -= _delete_docs(conn, stale)
-            row = conn.execute(
-                "SELECT (SELECT coalesce(max(doc_id), 0) FROM documents), (SELECT coalesce(max(chunk_id), 0) FROM chunks)"
-            ).fetchone()
-            last_doc, first_chunk = int(row[0]), int(row[1])  # type: ignore[index]
-            last_chunk = first_chunk
-            items = [(last_doc + n, rel, text) for n, (rel, _info, _sha, text) in enumerate(changed, 1)]
-            documents = [
-                (last_doc + n, rel, info.st_mtime_ns, info.st_size, sha, time.time())
-                for n, (rel, info, sha, _text) in enumerate(changed, 1)
-            ]
-            conn.execute(_INSERT_DOCUMENTS, (orjson.dumps(documents),))
-            processes = pool_size(report.bytes_indexed, len(items))
-            threaded = len(items) > 1 and report.bytes_indexed >= PIPELINE_MIN_BYTES
-            with (
-                contextlib.closing(prepare_many(items, self.chunk_max_lines, processes)) as prepared,
-                contextlib.closing(batches(prepared, threaded=threaded)) as runs,
-            ):
-                for batch in runs:
-                    last_chunk = _insert_chunks(conn, batch, last_chunk)
-                    report.files_indexed += len(batch)
-                    if progress is not None:
-                        progress(len(targets) + report.files_indexed * len(targets) // len(changed), total)
-            report.chunk_delta += last_chunk - first_chunk
-            if progress is not None:
-                progress(total, total)
+            self._insert_changed(conn, changed, report, steps)
+            steps.done()
         self._note_refused(refused, only)
         return report
+
+    def _present(self, only: set[str] | None, refused: dict[str, str]) -> dict[str, os.stat_result]:
+        """relative path → stat of the files to index: the walk of every tree, or just ``only`` (what is not a
+        file to index goes to ``refused`` with why)."""
+        if only is None:
+            return dict(indexed_files(self.root, refused))
+        return indexed_stats(self.root, set(only), refused)
+
+    def _read_changed(
+        self,
+        conn: apsw.Connection,
+        known: dict[str, tuple[int, int, int, str]],
+        present: dict[str, os.stat_result],
+        refused: dict[str, str],
+        report: SyncReport,
+        steps: _Progress,
+    ) -> tuple[list[_Changed], list[int]]:
+        """The files whose (mtime, size) differ from the index, read (at most ``max_file_bytes``), and the ids of
+        the documents they replace. A file whose bytes did not change keeps its chunks (its new mtime is stored);
+        one that cannot be read is refused (and dropped from ``present`` when it is not a file to index)."""
+        changed: list[_Changed] = []
+        stale: list[int] = []
+        for number, rel in enumerate(sorted(present), 1):
+            info = present[rel]
+            old = known.get(rel)
+            steps.reading(number)
+            if info.st_size > self.max_file_bytes:  # not read at all, and no longer searchable
+                refused[rel] = _too_large(info.st_size, self.max_file_bytes)
+                del present[rel]
+                continue
+            if old is not None and old[1] == info.st_mtime_ns and old[2] == info.st_size:
+                report.files_unchanged += 1
+                continue
+            data = self._read(rel, present, refused)
+            if data is None:
+                continue
+            sha = hashlib.sha256(data).hexdigest()
+            if old is not None and old[3] == sha:
+                conn.execute(
+                    "UPDATE documents SET mtime_ns=?, size=? WHERE doc_id=?", (info.st_mtime_ns, info.st_size, old[0])
+                )
+                report.files_unchanged += 1
+                continue
+            if old is not None:
+                stale.append(old[0])
+            changed.append((rel, info, sha, data.decode("utf-8", errors="replace")))
+            report.bytes_indexed += len(data)
+        return changed, stale
+
+    def _read(self, rel: str, present: dict[str, os.stat_result], refused: dict[str, str]) -> bytes | None:
+        """A file's bytes, or None (refused, or gone: then dropped from ``present``). Only a regular file is opened
+        (a FIFO swapped in since the walk would block this thread), and never more than the limit read. The stat
+        is older than the bytes read, so a file that grew meanwhile differs from the stored (mtime, size) and is
+        read again."""
+        try:
+            return read_regular(self.root / rel, self.max_file_bytes)
+        except FileNotFoundError:
+            del present[rel]
+        except FileTooLarge as exc:
+            refused[rel] = _too_large(exc.size, exc.limit)
+            del present[rel]
+        except NotRegularFile:
+            refused[rel] = "not a regular file"
+            del present[rel]
+        except OSError as exc:  # kept as indexed before: a passing error should not lose a file's chunks
+            refused[rel] = f"unreadable: {exc.strerror or type(exc).__name__}"
+        return None
+
+    def _insert_changed(
+        self, conn: apsw.Connection, changed: list[_Changed], report: SyncReport, steps: _Progress
+    ) -> None:
+        """Insert the changed files as new documents and their chunks, numbered on from the highest ids: prepared
+        in batches (a thread, or worker processes for large rebuilds) while SQLite inserts the previous ones."""
+        row = conn.execute(
+            "SELECT (SELECT coalesce(max(doc_id), 0) FROM documents), (SELECT coalesce(max(chunk_id), 0) FROM chunks)"
+        ).fetchone()
+        last_doc, first_chunk = int(row[0]), int(row[1])  # type: ignore[index]
+        last_chunk = first_chunk
+        items = [(last_doc + n, rel, text) for n, (rel, _info, _sha, text) in enumerate(changed, 1)]
+        documents = [
+            (last_doc + n, rel, info.st_mtime_ns, info.st_size, sha, time.time())
+            for n, (rel, info, sha, _text) in enumerate(changed, 1)
+        ]
+        conn.execute(_INSERT_DOCUMENTS, (orjson.dumps(documents),))
+        processes = pool_size(report.bytes_indexed, len(items))
+        threaded = len(items) > 1 and report.bytes_indexed >= PIPELINE_MIN_BYTES
+        with (
+            contextlib.closing(prepare_many(items, self.chunk_max_lines, processes)) as prepared,
+            contextlib.closing(batches(prepared, threaded=threaded, size=_encoded_size)) as runs,
+        ):
+            for batch in runs:
+                last_chunk = _insert_chunks(conn, batch, last_chunk)
+                report.files_indexed += len(batch)
+                steps.inserted(report.files_indexed, len(changed))
+        report.chunk_delta += last_chunk - first_chunk
 
     def index_section(
         self,

@@ -22,7 +22,7 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Literal, TypeVar, cast
 
@@ -60,6 +60,7 @@ _SPACES = str.maketrans(dict.fromkeys([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x
 PARALLEL_MIN_BYTES = 8 * 1024 * 1024
 PIPELINE_MIN_BYTES = 256 * 1024  # ~25 ms of preparation: less is not worth a thread
 PIPELINE_DEPTH = 32  # prepared files waiting for the inserting thread, at most
+RUN_MIN_BYTES = 256 * 1024  # prepared bytes a run of inserts waits for (with sizes): ~20 ms of preparation
 
 T = TypeVar("T")
 
@@ -351,11 +352,16 @@ def _exit_with_parent(parent: int) -> None:
 _DONE = object()
 
 
-def batches(items: Iterator[T], *, threaded: bool) -> Generator[list[T], None, None]:
+def batches(
+    items: Iterator[T], *, threaded: bool, size: Callable[[T], int] | None = None
+) -> Generator[list[T], None, None]:
     """``items`` in runs. Unthreaded, all in one run: each multi-row insert leaves an FTS5 segment, and a sync of
     500 small rule files must not leave 500. Threaded, a worker thread advances ``items`` while the caller works on
-    the previous run, and each run is all that is ready (a slower caller takes bigger runs). Preparation holds the
-    GIL, but SQLite releases it for a whole ``INSERT … SELECT``: on two cores, the inserts then cost little."""
+    the previous run, and each run is all that is ready (a slower caller takes bigger runs) but, with ``size``, at
+    least :data:`RUN_MIN_BYTES` of it: each run is a statement and an FTS5 segment, and many small files must not
+    make thousands of them (their per-statement cost and the merges of their segments were most of a small files'
+    build). Preparation holds the GIL, but SQLite releases it for a whole ``INSERT … SELECT``: on two cores, the
+    inserts then cost little."""
     if not threaded:
         whole = list(items)
         if whole:
@@ -383,6 +389,13 @@ def batches(items: Iterator[T], *, threaded: bool) -> Generator[list[T], None, N
             with contextlib.suppress(queue.Empty):
                 while len(run) < PIPELINE_DEPTH:
                     run.append(ready.get_nowait())
+            if size is not None:  # wait for more: small runs cost a statement and a segment each
+                weight = sum(size(cast(T, e)) for e in run if not isinstance(e, BaseException) and e is not _DONE)
+                while weight < RUN_MIN_BYTES and run[-1] is not _DONE and not isinstance(run[-1], BaseException):
+                    entry = ready.get()
+                    run.append(entry)
+                    if not isinstance(entry, BaseException) and entry is not _DONE:
+                        weight += size(cast(T, entry))
             for entry in run:
                 if isinstance(entry, BaseException):
                     raise entry

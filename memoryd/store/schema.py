@@ -1,7 +1,17 @@
-"""The index file's tables, and the versions stored in it (a difference means: rebuild)."""
+"""The index file's tables and their migrations (the scheme is :mod:`memoryd.store.migrations`), and the versions
+stored in its ``meta`` table (a difference means: rebuild).
+
+The text index is derived data: a file of an older schema or text-processing version is rebuilt from the
+workspace's files, and the new file records why (``rebuilt_from_schema_<N>``, ``rebuilt_from_chunker_version_<N>``,
+… beside its migrations). A file of schema 4 written before the scheme (a ``meta`` table only) is adopted in place:
+its tables are the first migration's.
+"""
 
 from __future__ import annotations
 
+import apsw
+
+from memoryd.store.migrations import Migration, Migrations
 from memoryd.text import chunker, textindex
 
 SCHEMA_VERSION = 4
@@ -44,3 +54,26 @@ def versions(chunk_max_lines: int) -> dict[str, str]:
         "tokenizer": textindex.TOKENIZER,
         "chunk_max_lines": str(chunk_max_lines),
     }
+
+
+def _documents_chunks_fts(conn: apsw.Connection, _: None) -> None:
+    conn.execute(SCHEMA)
+    conn.execute(f"INSERT INTO chunks_fts(chunks_fts, rank) VALUES('rank', '{textindex.rank_sql()}')")
+
+
+MIGRATIONS: Migrations[None] = Migrations(
+    [Migration("0001_documents_chunks_fts", _documents_chunks_fts)],
+    legacy={str(SCHEMA_VERSION): 1},
+)
+
+
+def rebuilt_from(stored: dict[str, str], chunk_max_lines: int) -> list[str]:
+    """The records a rebuild of a file whose ``meta`` held ``stored`` leaves in the new file: one per version that
+    differed (``rebuilt_from_schema_3``, ``rebuilt_from_chunker_version_2``, …)."""
+    records = []
+    for key, value in versions(chunk_max_lines).items():
+        old = stored.get(key)
+        if old is not None and old != value:
+            name = "schema" if key == "schema_version" else key
+            records.append(f"rebuilt_from_{name}_{old}")
+    return records

@@ -1,15 +1,12 @@
 """One workspace's vector index: its passages ("units") and their embeddings, in ``vectors.sqlite`` beside the
-text index.
+text index (its tables and migrations: :mod:`memoryd.store.vector_schema`; the arithmetic — int8, k-means, cells,
+probes — :mod:`memoryd.store.cells`).
 
-Tables: ``units`` (a passage: path, lines, its section, its text and the text's digest, whether it is embedded,
-and a priority: long-term memory and the newest days first), ``cache`` (a text's digest → its vector's id: a text
-seen before is never embedded again, whether its file was re-chunked, the text index rebuilt, or a file renamed),
-the vectors themselves in one sqlite-vec ``vec0`` table (rowid = vector id, one vector per distinct text, in the
-partition of its cell; int8 components — a quarter of float32's bytes, scanned faster — compared by L2, which
-orders unit vectors as cosine does), ``centroids`` (the cells) and ``meta`` (the model and dimension the vectors
-were made with, the int8 scale, which vec0 table is current, the schema version). Each vector is stored once: the
-vec0 table is the cache's store too. The file is separate from the text index because a text-index rebuild swaps
-that file whole: vectors would be lost with it.
+Each vector is stored once, as int8 in a sqlite-vec ``vec0`` table that is the cache's store too (a text seen
+before is never embedded again, whether its file was re-chunked, the text index rebuilt, or a file renamed), and
+compared by L2, which orders unit vectors as cosine does. From TRAIN_MIN vectors they are filed in cells (IVF) and
+a search probes the nearest cells only. The file is separate from the text index because a text-index rebuild
+swaps that file whole: vectors would be lost with it.
 
 The extension is loaded by its file path into every connection (``import sqlite_vec`` costs ~350 ms with numpy
 installed; its location is found without importing it). One writer, the embedding worker thread; reads from any
@@ -20,7 +17,6 @@ threads.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import itertools
 import threading
 from collections.abc import Iterable, Iterator
@@ -31,40 +27,29 @@ from typing import Any
 import apsw
 
 from memoryd import fsio
-from memoryd.store.readers import DAMAGE_ERRORS, ReaderPool
-
-SCHEMA_VERSION = 4  # 2: L2 distance (unit vectors: the order of cosine); 3: cells (IVF); 4: int8, each vector once
-TRAIN_MIN = 20_000  # below this many vectors a search scans them all (~7 ms); from here on, cells
-RETRAIN_GROWTH = 2  # cells are trained again when the vectors have doubled since: cells stay near CELL_SIZE
-SAMPLE_PER_CELL = 40  # k-means sample: this many vectors per cell
-CELL_SIZE = 1500  # vectors per cell: a probe's fixed cost (~0.35 ms) against its scan (~0.33 µs a vector)
-
-
-# The next units to embed, found by the index units_todo (a bare `NOT embedded` would scan and sort them all)
-TODO_SQL = "SELECT unit_id, text, digest FROM units WHERE embedded = 0 ORDER BY priority, unit_id LIMIT ?"
-# The units a new vector embeds: by their digest (left to itself the planner may walk units_todo's embedded = 0)
-MARK_SQL = "UPDATE units INDEXED BY units_digest SET embedded = 1 WHERE digest = ? AND embedded = 0"
+from memoryd.store import migrations
+from memoryd.store.migrations import UnknownMigrations
+from memoryd.store.readers import ReaderPool
+from memoryd.store.vector_schema import (
+    KEPT_LEGACY,
+    MARK_SQL,
+    MIGRATIONS,
+    REBUILD_HINT,
+    TODO_SQL,
+    VectorSpace,
+    VectorsUnavailable,
+    check_meta,
+    load_centroids,
+    load_extension,
+    meta,
+    scalar,
+    vec0_ddl,
+)
+from memoryd.store.vector_schema import arithmetic as _cells
 
 
 class _Interrupted(Exception):
     pass
-
-
-class VectorsUnavailable(RuntimeError):
-    """The vector index cannot be used: ``reason`` is stable, ``hint`` says what to do."""
-
-    def __init__(self, reason: str, message: str, hint: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.hint = hint
-
-
-def damaged(exc: BaseException) -> bool:
-    """Whether ``exc`` says the vector file itself is damaged (overwritten, truncated, unreadable) — not busy."""
-    return isinstance(exc, (*DAMAGE_ERRORS, apsw.IOError, apsw.CantOpenError))
-
-
-REBUILD_HINT = "Run `memoryctl index --rebuild-vectors` to embed this workspace again with the current model."
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,37 +78,6 @@ class VectorHit:
     distance: float  # cosine distance (1 - cosine similarity), 0 = same direction
 
 
-def extension_path(configured: str = "") -> Path | None:
-    """The sqlite-vec loadable extension: ``configured`` when set, else the one the ``sqlite-vec`` package ships
-    (found without importing the package). None when there is none."""
-    if configured:
-        return Path(configured)
-    spec = importlib.util.find_spec("sqlite_vec")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations))) / "vec0"
-
-
-def _load(conn: apsw.Connection, extension: Path | None) -> None:
-    if extension is None:
-        raise VectorsUnavailable(
-            "vector_extension_unavailable",
-            "sqlite-vec is not installed",
-            "Install the semantic extra: pip install 'memoryd[semantic]' (make run and make test do).",
-        )
-    try:
-        conn.enable_load_extension(True)
-        conn.load_extension(str(extension))
-        conn.enable_load_extension(False)
-    except apsw.Error as exc:
-        raise VectorsUnavailable(
-            "vector_extension_unavailable",
-            f"sqlite-vec could not be loaded from {extension}: {exc}",
-            "Reinstall it (pip install --force-reinstall sqlite-vec) or fix vector_extension (MEMORYD_VECTOR_EXTENSION, "
-            "or the settings file config/memoryd.yaml under the memoryd home).",
-        ) from exc
-
-
 class VectorIndex:
     def __init__(self, db_path: Path, extension: Path | None) -> None:
         self.db_path = db_path
@@ -148,7 +102,7 @@ class VectorIndex:
     def _connect_reader(self) -> apsw.Connection:
         conn = apsw.Connection(str(self.db_path), flags=apsw.SQLITE_OPEN_READONLY)
         conn.set_busy_timeout(5000)
-        _load(conn, self.extension)
+        load_extension(conn, self.extension)
         return conn
 
     # --- lifecycle ----------------------------------------------------------------------------------------
@@ -167,26 +121,12 @@ class VectorIndex:
                     "vector_index_unusable", f"{self.db_path}: {type(exc).__name__}: {exc}", REBUILD_HINT
                 ) from exc
             try:
-                stored = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
-                if stored and stored.get("schema_version") not in (str(SCHEMA_VERSION), "3"):
-                    conn.close()
-                    self._unlink()
-                    conn = self._connect_writer()
-                    stored = {}
-                if stored:
-                    _check_meta(stored, model, dimension)
-                    if stored["schema_version"] == "3":
-                        _migrate_from_3(conn, dimension)
-                        conn.execute("VACUUM")  # give back the second copy's pages: GBs for a large workspace
-                        stored = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
-                else:
-                    _create(conn, model, dimension)
-                    stored = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+                conn = self._migrate(conn, VectorSpace(model, dimension))
+                stored = meta(conn)
                 self._scale = float(stored.get("int8_scale", "0"))
-                conn.execute("CREATE TABLE IF NOT EXISTS refused(digest TEXT PRIMARY KEY)")
                 self._count(conn)
-                self.vectors = _scalar(conn, "SELECT count(*) FROM cache")
-                centroids, self.trained_at = _load_centroids(conn, dimension)
+                self.vectors = scalar(conn, "SELECT count(*) FROM cache")
+                centroids, self.trained_at = load_centroids(conn, dimension)
                 self._layout = (stored.get("vec_table", "vec_a"), centroids)
             except VectorsUnavailable:
                 conn.close()
@@ -202,11 +142,36 @@ class VectorIndex:
             self._interrupted.clear()
             self._readers.reset(open_after=True)
 
+    def _migrate(self, conn: apsw.Connection, space: VectorSpace) -> apsw.Connection:
+        """Bring the file to the current schema: its missing migrations, in one transaction, recorded
+        (:mod:`memoryd.store.migrations`). A file of another model or dimension raises, changing nothing; a file
+        whose vectors are not kept (schema 1 or 2, or from a newer version) is started again, recorded as
+        ``rebuilt_from_schema_<N>``. Returns the connection to use (a new one when the file was started again)."""
+        stored = meta(conn)
+        recorded = migrations.has_table(conn)
+        try:
+            MIGRATIONS.pending(conn)
+            kept = recorded or stored.get("schema_version") in KEPT_LEGACY
+        except UnknownMigrations:
+            kept = False
+        records: list[str] = []
+        if stored and kept:
+            check_meta(stored, space.model, space.dimension)
+        elif stored or recorded:
+            records = [f"rebuilt_from_schema_{stored.get('schema_version', 'unknown')}"]
+            conn.close()
+            self._unlink()
+            conn = self._connect_writer()
+        applied = MIGRATIONS.apply(conn, space, records)
+        if "0002_int8_vectors_once" in applied and "0001_units_float_vectors" not in applied:
+            conn.execute("VACUUM")  # give back the float copies' pages: GBs for a large workspace
+        return conn
+
     def _connect_writer(self) -> apsw.Connection:
         conn = apsw.Connection(str(self.db_path))
         conn.set_busy_timeout(5000)
         try:
-            _load(conn, self.extension)
+            load_extension(conn, self.extension)
             # the log is cut back after a checkpoint: training rewrites every vector in one transaction
             conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA journal_size_limit=67108864;")
             conn.execute("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
@@ -323,7 +288,7 @@ class VectorIndex:
         unit with that text is embedded by it. A unit deleted meanwhile leaves its vector to the cache."""
         if not items:
             return
-        np = _numpy()
+        cells = _cells()
         with self._write_lock:
             conn = self._writer
             assert conn is not None
@@ -340,9 +305,9 @@ class VectorIndex:
                 new = [(d, v) for d, v in fresh.items() if d not in known]
                 scale = self._scale
                 if new:
-                    data = np.frombuffer(b"".join(v for _, v in new), dtype="<f4").reshape(len(new), -1)
+                    data = cells.from_bytes(b"".join(v for _, v in new), len(new[0][1]) // 4)
                     if not scale:  # from the first vectors: room for components a quarter larger
-                        scale = _int8_scale(np, data)
+                        scale = cells.int8_scale(data)
                         conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('int8_scale', ?)", (repr(scale),))
                     ids = []
                     for digest, _ in new:
@@ -360,37 +325,39 @@ class VectorIndex:
         """Vectors (float rows of ``data``) into the current vec0 table, each in the cell of its nearest centroid
         (cell 0 before training)."""
         table, centroids = self._layout
-        cells = _cells(centroids, data)
-        quantised = _int8(_numpy(), data, scale)
+        cells = _cells()
         conn.executemany(
             f"INSERT INTO {table}(rowid, cell, embedding) VALUES(?, ?, vec_int8(?))",
-            [(i, c, row.tobytes()) for i, c, row in zip(ids, cells, quantised, strict=True)],
+            [
+                (i, c, row.tobytes())
+                for i, c, row in zip(ids, cells.assign(centroids, data), cells.quantise(data, scale), strict=True)
+            ],
         )
 
     # --- cells: an inverted file (IVF) in vec0's partitions ----------------------------------------------
 
     def should_train(self) -> bool:
-        return self.vectors >= TRAIN_MIN and self.vectors >= RETRAIN_GROWTH * max(self.trained_at, TRAIN_MIN // 4)
+        return bool(_cells().should_train(self.vectors, self.trained_at))
 
     def train(self, cells: int | None = None) -> int:
         """Cluster the vectors (spherical k-means on a sample, one cell per CELL_SIZE vectors) and file every
         vector under its nearest centroid in the other vec0 table, which then becomes the current one, in one
         transaction (searches read the old cells until it commits). Returns the cells, or 0 when
         :meth:`interrupt` stopped it (nothing changed)."""
-        np = _numpy()
+        arithmetic = _cells()
         with self._write_lock:
             conn = self._writer
             assert conn is not None
             count = self.vectors
-            cells = cells or int(min(1024, max(16, round(count / CELL_SIZE))))
+            cells = cells or arithmetic.cells_for(count)
             sample_ids = [
                 int(i)
                 for (i,) in conn.execute(  # a digest-ordered sample: spread, and the same every time
-                    "SELECT vector_id FROM cache ORDER BY digest LIMIT ?", (cells * SAMPLE_PER_CELL,)
+                    "SELECT vector_id FROM cache ORDER BY digest LIMIT ?", (cells * arithmetic.SAMPLE_PER_CELL,)
                 )
             ]
             sample = self._read(conn, sample_ids)
-            centroids = _kmeans(np, sample, cells)
+            centroids = arithmetic.kmeans(sample, cells)
             current = self._layout[0]
             target = "vec_b" if current == "vec_a" else "vec_a"
             try:
@@ -401,10 +368,10 @@ class VectorIndex:
             return cells
 
     def _refile(self, conn: apsw.Connection, centroids: Any, count: int, current: str, target: str) -> None:
-        np = _numpy()
+        cells = _cells()
         with conn:
             conn.execute(f"DROP TABLE IF EXISTS {target}")
-            conn.execute(_vec0_ddl(target, self.dimension))
+            conn.execute(vec0_ddl(target, self.dimension))
             conn.execute("DELETE FROM centroids")
             conn.executemany(
                 "INSERT INTO centroids(cell, vector) VALUES(?, ?)",
@@ -419,9 +386,8 @@ class VectorIndex:
                     source.close()
                     raise _Interrupted  # the transaction rolls back
                 ids = [int(i) for i, _ in batch]
-                raw = np.frombuffer(b"".join(bytes(v) for _, v in batch), dtype=np.int8)
-                raw = raw.reshape(len(batch), self.dimension)
-                assigned = _cells(centroids, raw.astype("<f4"))  # the scale does not change which is nearest
+                raw = cells.from_bytes(b"".join(bytes(v) for _, v in batch), self.dimension, "int8")
+                assigned = cells.assign(centroids, raw)  # the scale does not change which is nearest
                 conn.executemany(
                     f"INSERT INTO {target}(rowid, cell, embedding) VALUES(?, ?, vec_int8(?))",
                     [(i, c, row.tobytes()) for i, c, row in zip(ids, assigned, raw, strict=True)],
@@ -434,22 +400,19 @@ class VectorIndex:
 
     def _read(self, conn: apsw.Connection, ids: list[int]) -> Any:
         """The vectors of ``ids`` as float rows (int8 / scale), in that order."""
-        np = _numpy()
+        cells = _cells()
         rows: dict[int, bytes] = {}
         for start in range(0, len(ids), 500):
             part = ids[start : start + 500]
             sql = f"SELECT rowid, embedding FROM {self._layout[0]} WHERE rowid IN ({','.join(map(str, part))})"
             rows.update((int(i), bytes(v)) for i, v in conn.execute(sql))
-        data = np.frombuffer(b"".join(rows[i] for i in ids if i in rows), dtype=np.int8)
-        return data.reshape(-1, self.dimension).astype("<f4") / np.float32(self._scale or 1.0)
+        data = cells.from_bytes(b"".join(rows[i] for i in ids if i in rows), self.dimension, "int8")
+        return cells.dequantise(data, self._scale)
 
     def probes(self) -> int:
         """Cells a search looks in: a quarter of them, 6 to 32 (a probe of ~1,500 int8 vectors costs ~0.7 ms)."""
         centroids = self._layout[1]
-        if centroids is None:
-            return 1
-        cells = len(centroids)
-        return int(min(cells, max(6, min(32, cells // 4))))
+        return int(_cells().probe_count(0 if centroids is None else len(centroids)))
 
     def prune_cache(self) -> int:
         """Forget the vectors of texts no unit has any more, once they are many (a quarter of the vectors, or
@@ -460,7 +423,7 @@ class VectorIndex:
             assert conn is not None
             if not self._removed:
                 return 0
-            distinct = _scalar(conn, "SELECT count(DISTINCT digest) FROM units WHERE embedded = 1")
+            distinct = scalar(conn, "SELECT count(DISTINCT digest) FROM units WHERE embedded = 1")
             if self.vectors - distinct <= max(1000, self.vectors // 4):
                 self._removed = False
                 return 0
@@ -491,18 +454,13 @@ class VectorIndex:
             return self._search(self._layout, vector, k, probes)  # trained meanwhile: the old table is gone
 
     def _search(self, layout: tuple[str, Any], vector: bytes, k: int, probes: int | None) -> list[VectorHit]:
-        np = _numpy()
+        arithmetic = _cells()
         table, centroids = layout
         scale = self._scale
         if not scale:
             return []
-        query = np.frombuffer(vector, dtype="<f4")
-        if centroids is None:
-            cells = [0]
-        else:
-            scores = centroids @ query
-            want = min(len(scores), probes or self.probes())
-            cells = [int(c) for c in np.argpartition(-scores, want - 1)[:want]]
+        query = arithmetic.from_bytes(vector, len(vector) // 4)
+        cells = arithmetic.nearest_cells(centroids, query[0], probes)
         # vec0 answers k per cell: the nearest k of them all are kept; a vector no unit has any more (waiting
         # for prune_cache) finds no unit, so a few more are asked for
         sql = (
@@ -515,168 +473,9 @@ class VectorIndex:
         with self._reading() as reader:
             if reader is None:
                 return []
-            rows = reader.execute(sql, (_int8(np, query[None, :], scale)[0].tobytes(), k + 8, k)).fetchall()
+            rows = reader.execute(sql, (arithmetic.quantise(query, scale)[0].tobytes(), k + 8, k)).fetchall()
         # L2 between unit vectors: d² = 2 - 2·cos, so the cosine distance is d² / 2 (d in int8 units: / scale)
         return [
             VectorHit(str(p), int(s), int(n), str(h), int(ss), int(sl), str(t), str(d), (float(dist) / scale) ** 2 / 2)  # type: ignore[arg-type]
             for p, s, n, h, ss, sl, t, d, dist in rows
         ]
-
-
-def _numpy() -> Any:
-    try:
-        import numpy
-    except ImportError as exc:
-        raise VectorsUnavailable(
-            "semantic_not_installed",
-            "numpy is not installed",
-            "Install the semantic extra: pip install 'memoryd[semantic]'.",
-        ) from exc
-    return numpy
-
-
-def _int8_scale(np: Any, data: Any) -> float:
-    """The factor that maps components to int8: the largest component seen, with a quarter more room, to 127
-    (at least 4/√d of room: a unit vector's components are ~1/√d)."""
-    room = max(4 / float(np.sqrt(data.shape[1])), 1.25 * float(np.abs(data).max()))
-    return 127.0 / room
-
-
-def _int8(np: Any, data: Any, scale: float) -> Any:
-    return np.clip(np.rint(data * scale), -127, 127).astype(np.int8)
-
-
-def _cells(centroids: Any, data: Any) -> list[int]:
-    if centroids is None or not len(data):
-        return [0] * len(data)
-    return [int(c) for c in _numpy().argmax(data @ centroids.T, axis=1)]
-
-
-def _kmeans(np: Any, data: Any, cells: int, rounds: int = 10) -> Any:
-    """Spherical k-means: unit-length centroids, each the normalised mean of the vectors nearest it; seeded with a
-    fixed generator (the same vectors give the same cells)."""
-    rng = np.random.default_rng(0)
-    cells = min(cells, len(data))
-    centroids = data[rng.choice(len(data), cells, replace=False)].copy()
-    for _ in range(rounds):
-        nearest = np.argmax(data @ centroids.T, axis=1)
-        sums = np.zeros_like(centroids)
-        np.add.at(sums, nearest, data)
-        norms = np.linalg.norm(sums, axis=1, keepdims=True)
-        empty = norms[:, 0] == 0
-        if empty.any():  # a centroid nothing chose: start it again from a random vector
-            sums[empty] = data[rng.choice(len(data), int(empty.sum()), replace=False)]
-            norms[empty] = 1.0
-        centroids = (sums / norms).astype("<f4")
-    return centroids
-
-
-def _load_centroids(conn: apsw.Connection, dimension: int) -> tuple[Any, int]:
-    rows = conn.execute("SELECT vector FROM centroids ORDER BY cell").fetchall()
-    if not rows:
-        return None, 0
-    np = _numpy()
-    centroids = np.frombuffer(b"".join(bytes(v) for (v,) in rows), dtype="<f4").reshape(len(rows), dimension)  # type: ignore[arg-type]
-    trained = conn.execute("SELECT value FROM meta WHERE key = 'trained_at'").fetchone()
-    return centroids, int(str(trained[0])) if trained else 0
-
-
-def _scalar(conn: apsw.Connection, sql: str) -> int:
-    row = conn.execute(sql).fetchone()
-    return int(row[0]) if row else 0
-
-
-def _vec0_ddl(name: str, dimension: int) -> str:
-    return f"CREATE VIRTUAL TABLE {name} USING vec0(cell INTEGER PARTITION KEY, embedding int8[{int(dimension)}])"
-
-
-def _create(conn: apsw.Connection, model: str, dimension: int) -> None:
-    with conn:
-        conn.execute(
-            """
-            CREATE TABLE docs(path TEXT PRIMARY KEY, sha256 TEXT NOT NULL);
-            CREATE TABLE units(
-              unit_id INTEGER PRIMARY KEY,
-              path TEXT NOT NULL,
-              start_line INTEGER NOT NULL,
-              lines INTEGER NOT NULL,
-              heading TEXT NOT NULL,
-              section_start INTEGER NOT NULL,
-              section_lines INTEGER NOT NULL,
-              text TEXT NOT NULL,
-              digest TEXT NOT NULL,
-              priority INTEGER NOT NULL,
-              embedded INTEGER NOT NULL
-            );
-            CREATE INDEX units_path ON units(path);
-            CREATE INDEX units_todo ON units(embedded, priority, unit_id);
-            CREATE INDEX units_digest ON units(digest);
-            CREATE TABLE cache(vector_id INTEGER PRIMARY KEY, digest TEXT NOT NULL UNIQUE);
-            CREATE TABLE refused(digest TEXT PRIMARY KEY);
-            CREATE TABLE centroids(cell INTEGER PRIMARY KEY, vector BLOB NOT NULL);
-            """
-        )
-        conn.execute(_vec0_ddl("vec_a", dimension))
-        conn.executemany(
-            "INSERT INTO meta(key, value) VALUES(?, ?)",
-            [
-                ("schema_version", str(SCHEMA_VERSION)),
-                ("model", model),
-                ("dimension", str(dimension)),
-                ("vec_table", "vec_a"),
-            ],
-        )
-
-
-def _migrate_from_3(conn: apsw.Connection, dimension: int) -> None:
-    """Schema 3 (float32 vectors twice: in ``units_vec`` by unit and in ``cache`` by digest) to 4, in one
-    transaction: each cached vector once, as int8, in cell 0 (the worker trains cells again when they are many).
-    The units and their embedded flags stay as they are: every embedded unit's digest is in the cache."""
-    np = _numpy()
-    with conn:
-        conn.execute(
-            """
-            ALTER TABLE cache RENAME TO cache_v3;
-            DROP TABLE units_vec;
-            DELETE FROM centroids;
-            DELETE FROM meta WHERE key = 'trained_at';
-            CREATE INDEX IF NOT EXISTS units_digest ON units(digest);
-            CREATE TABLE cache(vector_id INTEGER PRIMARY KEY, digest TEXT NOT NULL UNIQUE);
-            """
-        )
-        conn.execute(_vec0_ddl("vec_a", dimension))
-        scale = 0.0
-        rows = conn.execute("SELECT digest, vector FROM cache_v3 ORDER BY digest")
-        while batch := list(itertools.islice(rows, 5000)):
-            data = np.frombuffer(b"".join(bytes(v) for _, v in batch), dtype="<f4").reshape(len(batch), dimension)
-            scale = scale or _int8_scale(np, data)
-            ids = []
-            for digest, _ in batch:
-                conn.execute("INSERT INTO cache(digest) VALUES(?)", (digest,))
-                ids.append(conn.last_insert_rowid())
-            conn.executemany(
-                "INSERT INTO vec_a(rowid, cell, embedding) VALUES(?, 0, vec_int8(?))",
-                [(i, row.tobytes()) for i, row in zip(ids, _int8(np, data, scale), strict=True)],
-            )
-        conn.execute("DROP TABLE cache_v3")
-        conn.execute("UPDATE units SET embedded = 0 WHERE embedded = 1 AND digest NOT IN (SELECT digest FROM cache)")
-        conn.executemany(
-            "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
-            [("schema_version", str(SCHEMA_VERSION)), ("vec_table", "vec_a")]
-            + ([("int8_scale", repr(scale))] if scale else []),
-        )
-
-
-def _check_meta(stored: dict[str, str], model: str, dimension: int) -> None:
-    if stored.get("dimension") != str(dimension):
-        raise VectorsUnavailable(
-            "vector_dimension_mismatch",
-            f"the stored vectors have {stored.get('dimension')} dimensions; the embedding model gives {dimension}",
-            REBUILD_HINT,
-        )
-    if stored.get("model") != model:
-        raise VectorsUnavailable(
-            "vector_model_mismatch",
-            f"the stored vectors were made by {stored.get('model')!r}; the embedding model now is {model!r}",
-            REBUILD_HINT,
-        )

@@ -1,0 +1,110 @@
+"""The vector index's arithmetic, on numpy arrays only (no SQLite): int8 quantisation, spherical k-means, which
+cell a vector is filed in, and which cells a search probes.
+
+Vectors are unit length (float32). Stored as int8 (a quarter of float32's bytes, scanned faster) with one scale per
+file: ``int8 = round(float × scale)``. The cells are an inverted file (IVF): k-means centroids, each vector filed
+under its nearest one, and a search looks only in the cells whose centroids are nearest the query.
+
+numpy is the ``semantic`` extra: import this module only where vectors are used (:mod:`memoryd.store.vectors`
+does so lazily and turns a missing numpy into a stated degradation).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+
+Floats = npt.NDArray[np.float32]
+Int8s = npt.NDArray[np.int8]
+
+TRAIN_MIN = 20_000  # below this many vectors a search scans them all (~7 ms); from here on, cells
+RETRAIN_GROWTH = 2  # cells are trained again when the vectors have doubled since: cells stay near CELL_SIZE
+SAMPLE_PER_CELL = 40  # k-means sample: this many vectors per cell
+SAMPLE_PER_CELL = 40  # k-means sample: this many vectors per cell
+CELL_SIZE = 1500  # vectors per cell: a probe's fixed cost (~0.35 ms) against its scan (~0.33 µs a vector)
+MAX_CELLS = 1024
+MIN_CELLS = 16
+
+
+def int8_scale(data: Floats) -> float:
+    """The factor that maps components to int8: the largest component seen, with a quarter more room, to 127
+    (at least 4/√d of room: a unit vector's components are ~1/√d). ``data`` is (vectors, dimension)."""
+    room = 4 / math.sqrt(max(1, data.shape[1]))
+    if data.size:
+        room = max(room, 1.25 * float(np.abs(data).max()))
+    return 127.0 / room
+
+
+def quantise(data: Floats, scale: float) -> Int8s:
+    """Float rows → int8 rows (components beyond the scale's room are clipped to ±127)."""
+    quantised: Int8s = np.clip(np.rint(data * scale), -127, 127).astype(np.int8)
+    return quantised
+
+
+def dequantise(data: Int8s, scale: float) -> Floats:
+    """int8 rows → float rows (each component within half a step, 0.5 / scale, of what was quantised)."""
+    return (data.astype("<f4") / np.float32(scale or 1.0)).astype("<f4")
+
+
+def from_bytes(raw: bytes, dimension: int, dtype: str = "<f4") -> npt.NDArray[np.generic]:
+    """Packed rows (float32 by default, or "int8") as a (rows, dimension) array."""
+    return np.frombuffer(raw, dtype=dtype).reshape(-1, dimension)
+
+
+def cells_for(vectors: int) -> int:
+    """How many cells to train for ``vectors``: one per CELL_SIZE, MIN_CELLS to MAX_CELLS."""
+    return int(min(MAX_CELLS, max(MIN_CELLS, round(vectors / CELL_SIZE))))
+
+
+def should_train(vectors: int, trained_at: int) -> bool:
+    """Whether the cells are due (again): from TRAIN_MIN vectors, and each time they have grown RETRAIN_GROWTH×."""
+    return vectors >= TRAIN_MIN and vectors >= RETRAIN_GROWTH * max(trained_at, TRAIN_MIN // 4)
+
+
+def kmeans(data: Floats, cells: int, rounds: int = 10) -> Floats:
+    """Spherical k-means: unit-length centroids, each the normalised mean of the vectors nearest it; seeded with a
+    fixed generator (the same vectors give the same cells). At most one cell per vector; no vectors, no cells."""
+    rng = np.random.default_rng(0)
+    cells = min(cells, len(data))
+    if cells <= 0:
+        return np.zeros((0, data.shape[1] if data.ndim == 2 else 0), dtype="<f4")
+    centroids = data[rng.choice(len(data), cells, replace=False)].astype("<f4")
+    for _ in range(rounds):
+        nearest = np.argmax(data @ centroids.T, axis=1)
+        sums = np.zeros_like(centroids)
+        np.add.at(sums, nearest, data)
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        empty = norms[:, 0] == 0
+        if empty.any():  # a centroid nothing chose: start it again from a random vector
+            sums[empty] = data[rng.choice(len(data), int(empty.sum()), replace=False)]
+            norms[empty] = 1.0  # (a zero vector stays a zero centroid: never NaN)
+        centroids = (sums / norms).astype("<f4")
+    return centroids
+
+
+def assign(centroids: Floats | None, data: npt.NDArray[np.generic]) -> list[int]:
+    """The cell of each row of ``data``: its nearest centroid by cosine (cell 0 for all before training). Scaled
+    rows (int8 as floats) go to the same cells: the scale does not change which centroid is nearest."""
+    if centroids is None or not len(centroids) or not len(data):
+        return [0] * len(data)
+    return [int(c) for c in np.argmax(data.astype("<f4") @ centroids.T, axis=1)]
+
+
+def probe_count(cells: int) -> int:
+    """Cells a search looks in: a quarter of them, 6 to 32 (a probe of ~1,500 int8 vectors costs ~0.7 ms), never
+    more than there are; 1 before training (``cells`` 0)."""
+    if cells <= 0:
+        return 1
+    return int(min(cells, max(6, min(32, cells // 4))))
+
+
+def nearest_cells(centroids: Floats | None, query: Floats, probes: int | None = None) -> list[int]:
+    """The ``probes`` cells (default :func:`probe_count`) whose centroids are nearest ``query``; [0] before
+    training."""
+    if centroids is None or not len(centroids):
+        return [0]
+    scores = centroids @ query
+    want = max(1, min(len(scores), probes or probe_count(len(centroids))))
+    return [int(c) for c in np.argpartition(-scores, want - 1)[:want]]
