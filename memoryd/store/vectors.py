@@ -31,7 +31,7 @@ from typing import Any
 
 import apsw
 
-from memoryd.store.readers import DAMAGE_ERRORS, ReaderPool
+from memoryd.store.readers import DAMAGE_ERRORS, ReaderPool, file_problem
 
 SCHEMA_VERSION = 4  # 2: L2 distance (unit vectors: the order of cosine); 3: cells (IVF); 4: int8, each vector once
 TRAIN_MIN = 20_000  # below this many vectors a search scans them all (~7 ms); from here on, cells
@@ -143,6 +143,7 @@ class VectorIndex:
         self.trained_at = 0  # how many vectors there were when the cells were trained
         self._removed = False  # units were removed since the last prune: vectors may be orphaned
         self._interrupted = threading.Event()  # set by interrupt(): a training in progress gives up
+        self._file_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
 
     def _connect_reader(self) -> apsw.Connection:
         conn = apsw.Connection(str(self.db_path), flags=apsw.SQLITE_OPEN_READONLY)
@@ -196,10 +197,20 @@ class VectorIndex:
                     "vector_index_unusable", f"{self.db_path}: {type(exc).__name__}: {exc}", REBUILD_HINT
                 ) from exc
             self._writer = conn
+            info = os.stat(self.db_path)
+            self._file_id = (info.st_dev, info.st_ino)
             self.model, self.dimension = model, dimension
             self._removed = True  # look for orphans once
             self._interrupted.clear()
             self._readers.reset(open_after=True)
+
+    def check_file(self) -> str | None:
+        """Why the open vector file is unusable, cheaply (a stat and a 16-byte read): "missing" (deleted while
+        open), "replaced", "corrupt" (not a SQLite header); None when it looks sound or is not open. SQLite
+        itself may not notice for a long while: in WAL mode its reads are served from the log and its cache."""
+        if self._writer is None or self._file_id is None:
+            return None
+        return file_problem(self.db_path, self._file_id, header=True)
 
     def _connect_writer(self) -> apsw.Connection:
         conn = apsw.Connection(str(self.db_path))
