@@ -377,6 +377,10 @@ def _render_status(result: dict[str, Any]) -> str:
             f"pending {len(ws['pending'])}, watching {'yes' if ws['watching'] else 'no'}"
         )
         out.append(f"  last indexed {ws.get('last_indexed') or 'never'}" + _rebuilt(ws.get("rebuilt")))
+        refused = ws.get("refused") or []
+        out.extend(f"  not read: {r.get('path')} ({r.get('reason')})" for r in refused)
+        if ws.get("refused_count", 0) > len(refused):
+            out.append(f"  not read: {ws['refused_count'] - len(refused)} more (`memoryctl validate` lists them)")
         rules = ws.get("rules")
         if rules:
             out.append(
