@@ -51,6 +51,7 @@ class App:
         self.dispatcher = build_dispatcher()
         self.dispatcher.max_batch_members = settings.max_batch_members
         self.dispatcher.max_reply_bytes = settings.max_reply_bytes
+        self.dispatcher.max_unsent_reply_bytes = settings.max_unsent_reply_bytes
         self.notes = NotesService(
             NotesSettings(
                 state_dir=settings.dirs.workspaces_state,
@@ -141,6 +142,10 @@ class App:
 
     async def handle_line(self, line: bytes, peer_uid: int | None, conn_id: int) -> bytes | None:
         return await self.dispatcher.handle_line(line, Context(self, peer_uid, conn_id))
+
+    def reply_sent(self, reply: bytes) -> None:
+        """The transport is done with a reply handle_line gave it (sent, or the client gone)."""
+        self.dispatcher.sent(reply)
 
     def uptime_s(self) -> float:
         return round(time.monotonic() - self.started, 3)

@@ -84,6 +84,11 @@ class Settings:
         512, "Concurrent connections; a client beyond them is answered MEMORY_BUSY and closed."
     )
     max_batch_members: int = _setting(1000, "Members of one JSON-RPC batch; a longer batch is refused whole.")
+    max_unsent_reply_bytes: int = _setting(
+        32 * 1024 * 1024,
+        "Reply bytes waiting for their clients to read them, all connections together; a reply over 64 KiB that "
+        "would pass it is answered MEMORY_BUSY instead (clients that do not read cannot hold the daemon's memory).",
+    )
     max_reply_bytes: int = _setting(
         16 * 1024 * 1024, "Largest reply (or batch of replies) sent; a larger one is replaced by REPLY_TOO_LARGE."
     )

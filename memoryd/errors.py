@@ -223,8 +223,9 @@ _SPECS = [
     ErrorSpec(
         "MEMORY_BUSY",
         -32022,
-        "The daemon is at its connection limit",
-        "Close idle connections (or raise the max_connections setting) and try again.",
+        "The daemon is at its connection limit (or too many replies wait for clients to read them)",
+        "Try again in a moment; close idle connections, or raise the setting the error's data names "
+        "(max_connections, max_unsent_reply_bytes).",
         3,
     ),
     ErrorSpec(

@@ -80,12 +80,17 @@ def _summarise(exc: ValidationError) -> list[dict[str, Any]]:
     ]
 
 
+_ALWAYS_SENT = 64 * 1024  # a reply this small is never refused for the replies waiting: it fits a socket buffer
+
+
 @dataclass
 class Dispatcher:
     methods: dict[str, Method[Any, Any]] = field(default_factory=dict)
     shutting_down: bool = False
     max_batch_members: int = 1000
     max_reply_bytes: int = 16 * 1024 * 1024
+    max_unsent_reply_bytes: int = 32 * 1024 * 1024  # all connections' replies not yet taken by their clients
+    unsent: int = 0  # bytes of the replies handed to the transport and not yet sent (:meth:`sent`)
 
     def add(self, method: Method[Any, Any]) -> None:
         if method.name in self.methods:
@@ -129,16 +134,47 @@ class Dispatcher:
                     continue
                 if size + len(reply) + 1 > self.max_reply_bytes:
                     reply = self._too_large(reply, member, ctx, len(reply))
+                elif not self._fits(size + len(reply)):
+                    reply = self._busy(member, ctx, len(reply))
                 size += len(reply) + 1
                 parts.append(reply)
             del message
-            return b"[" + b",".join(parts) + b"]\n" if parts else None
+            return self._held(b"[" + b",".join(parts) + b"]\n") if parts else None
         reply = await self._handle_one(message, ctx)
         if reply is None:
             return None
         if len(reply) + 1 > self.max_reply_bytes:
             reply = self._too_large(reply, message, ctx, len(reply))
-        return reply + b"\n"
+        elif not self._fits(len(reply)):
+            reply = self._busy(message, ctx, len(reply))
+        return self._held(reply + b"\n")
+
+    # Replies waiting for their clients (issue 19, 2.10): a client that never reads holds its reply in the
+    # daemon until send_timeout_s; a hundred of them held 1.2 GB. Small replies always go (errors among them).
+    def _fits(self, size: int) -> bool:
+        return size <= _ALWAYS_SENT or self.unsent + size <= self.max_unsent_reply_bytes
+
+    def _held(self, reply: bytes) -> bytes:
+        self.unsent += len(reply)
+        return reply
+
+    def sent(self, reply: bytes) -> None:
+        """The transport is done with ``reply`` (from :meth:`handle_line`): sent, or its client gone."""
+        self.unsent -= len(reply)
+
+    def _busy(self, member: Any, ctx: Context, size: int) -> bytes:
+        id_ = member.get("id") if isinstance(member, dict) else None
+        log.warning("reply_refused_busy", bytes=size, unsent=self.unsent, request_id=id_, conn=ctx.conn_id)
+        error = error_object(
+            "MEMORY_BUSY",
+            "Too many replies are waiting for their clients to read them",
+            hint="Try again in a moment; clients that do not read their replies are disconnected.",
+            reply_bytes=size,
+            unsent_bytes=self.unsent,
+            limit=self.max_unsent_reply_bytes,
+            setting="max_unsent_reply_bytes",
+        )
+        return orjson.dumps(_response(id_, error=error))
 
     def _too_large(self, reply: bytes, member: Any, ctx: Context, size: int) -> bytes:
         id_ = member.get("id") if isinstance(member, dict) else None

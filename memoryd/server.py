@@ -253,6 +253,7 @@ class Server:
                     idle_timeout_s=self.settings.idle_timeout_s,
                     draining=self.draining,
                     send_timeout_s=self.settings.send_timeout_s,
+                    sent=self.app.reply_sent,
                 )
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
             pass  # the client went away: an ordinary end of a connection

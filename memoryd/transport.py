@@ -70,7 +70,10 @@ async def serve_connection(
     idle_timeout_s: float,
     draining: anyio.Event,
     send_timeout_s: float = 30.0,
+    sent: Callable[[bytes], None] = lambda reply: None,
 ) -> None:
+    """Serve one client. ``sent(reply)`` is called once for every reply ``handle`` returned, when the transport is
+    done with it (sent, or the client gone): the dispatcher counts the bytes waiting for clients."""
     raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
     try:
         uid = peer_uid(raw)
@@ -122,6 +125,7 @@ async def serve_connection(
                         continue
                     conn.busy = True
                     idle.deadline = math.inf  # the idle timeout never cuts a request short
+                    reply = None
                     try:
                         reply = await handle(line, uid, conn.conn_id)
                         if reply is not None:
@@ -130,9 +134,11 @@ async def serve_connection(
                             sending = len(reply)
                             await stream.send(reply)
                             sending = 0
-                            del reply
                     finally:
                         conn.busy = False
+                        if reply is not None:
+                            sent(reply)
+                            del reply
                     idle.deadline = now() + idle_timeout_s
                     if draining.is_set():
                         return

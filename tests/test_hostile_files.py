@@ -251,3 +251,34 @@ def test_unreadable_file_gets_a_named_error(daemon: Daemon) -> None:
     finally:
         (path / "memory" / "MEMORY.md").chmod(0o644)
         shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_file_name_that_is_not_utf8_is_skipped_and_reported(daemon: Daemon, two: tuple[Path, str, Path, str]) -> None:
+    """Issue 19, 2.6: one such name broke search, status, validate and resolve (and status --all) until renamed."""
+    a, ws_a, _b, ws_b = two
+    bad = os.fsdecode(b"\xff\xfe.md")  # as Python lists it: the bytes kept as lone surrogates
+    for folder in ("memory", "memory/archive"):
+        (a / folder).mkdir(parents=True, exist_ok=True)
+        (a / folder / bad).write_bytes(b"## x\n- hidden zebracorn\n")
+    (a / "spec/memory/profiles/KX-200").mkdir(parents=True)
+    (a / "spec/memory/profiles/KX-200" / os.fsdecode(b"\xff.yaml")).write_bytes(b"rule_id: x\n")
+    (a / "memory" / os.fsdecode(b"dir\xff")).mkdir()
+    (a / "runs" / os.fsdecode(b"r\xff")).mkdir(parents=True)
+    (a / "runs" / os.fsdecode(b"r\xff") / "observations.jsonl").write_bytes(b"")
+    daemon.call("index", {"workspace": ws_a, "full": True}, timeout=TIMEOUT)
+    assert "alpha" in _search(daemon, ws_a, "alpha")["hits"][0]["snippet"]
+    refused = _refused(daemon, ws_a)
+    assert "not UTF-8" in refused["memory/\\xff\\xfe.md"] and "memory/\\xff\\xfe.md" in _problems(daemon, ws_a)
+    assert "not UTF-8" in refused["spec/memory/profiles/KX-200/\\xff.yaml"]
+    problems = _problems(daemon, ws_a)
+    assert "not UTF-8" in problems["memory/\\xff\\xfe.md"] and "not UTF-8" in problems["memory/dir\\xff"]
+    assert "not UTF-8" in problems["memory/archive/\\xff\\xfe.md"]
+    answer = daemon.call("resolve", {"workspace": ws_a, "model_id": "KX-200", "fw_version": "1.2.3"}, timeout=TIMEOUT)
+    assert answer["facts"] == {}
+    every = daemon.call("status", {"scope": "all", "owner_token": daemon.owner_token()}, timeout=TIMEOUT)
+    assert {w["workspace_id"] for w in every["workspaces"]} >= {ws_a, ws_b}
+    all_hits = daemon.call(
+        "search", {"query": "notes", "scope": "all", "owner_token": daemon.owner_token()}, timeout=TIMEOUT
+    )["hits"]
+    assert {h["workspace_id"] for h in all_hits} == {ws_a, ws_b}
+    _everything_answers(daemon, a, ws_a)

@@ -101,6 +101,39 @@ def test_a_client_that_never_reads_is_disconnected_and_others_are_served(daemon_
     assert d.call("ping")
 
 
+def test_replies_nobody_reads_are_bounded_in_total(daemon_factory: Any, home: Path) -> None:
+    """Issue 19, 2.10: 100 clients that never read their replies held +1.2 GB; now the replies waiting for their
+    clients are bounded all together (max_unsent_reply_bytes), and past it a big reply is answered MEMORY_BUSY."""
+    d = started(daemon_factory, home, max_unsent_reply_bytes=2_000_000, send_timeout_s=600)
+    root = short_tmp("ws")
+    ws = d.call("workspace.add", {"path": str(root)})["workspace_id"]
+    (root / "memory" / "MEMORY.md").write_text(
+        "## Long\n" + "".join(f"- {n} " + "长" * 2000 + "\n" for n in range(199)), encoding="utf-8"
+    )
+    get = {"workspace": ws, "path": "memory/MEMORY.md", "from_line": 1, "lines": 200}
+    assert len(orjson.dumps(d.call("get", get))) > 1_000_000  # one reply is 1.2 MB: more than a socket buffer
+    hog = raw_connect(d)
+    hog.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    # pipelined: one is answered MEMORY_BUSY while the other client's reply is on its way; a later one sticks
+    hog.sendall((orjson.dumps({"jsonrpc": "2.0", "method": "get", "params": get, "id": 1}) + b"\n") * 20)
+    with Connection(str(d.socket), 30.0) as conn:  # the hog's reply waits in the daemon: a second does not fit
+        with pytest.raises(RemoteError) as busy:
+            wait_for(lambda: conn.call("get", get) and False, timeout=20)
+        assert busy.value.name == "MEMORY_BUSY" and busy.value.data["setting"] == "max_unsent_reply_bytes"
+        assert busy.value.data["limit"] == 2_000_000
+        assert conn.call("ping")["pong"]  # small replies always go
+    hog.close()  # the hog goes: its reply is freed, and big replies go again
+    assert wait_for(lambda: _get_or_busy(d, get), timeout=20)
+
+
+def _get_or_busy(d: Daemon, params: dict[str, Any]) -> bool:
+    try:
+        return bool(d.call("get", params))
+    except RemoteError as exc:
+        assert exc.name == "MEMORY_BUSY"
+        return False
+
+
 def test_a_value_beyond_64_bits_in_a_rule_file_never_reaches_the_wire(
     daemon: Daemon, workspace: tuple[Path, str]
 ) -> None:

@@ -4,7 +4,11 @@ tool errors, and the binding to one workspace."""
 
 from __future__ import annotations
 
+import json
+import select
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +148,59 @@ def test_the_mcp_inspector_lists_and_calls_tools(daemon: Daemon, workspace: tupl
     assert not called.get("isError") and "KQZINSPECT" in called["structuredContent"]["hits"][0]["snippet"]
     unknown = _inspector(daemon, root, "tools/call", "--tool-name", "no_such_tool")  # still exits 0
     assert unknown.get("isError") is True
+
+
+def _answers(proc: subprocess.Popen[bytes], count: int, timeout: float = 30.0) -> list[dict[str, Any]]:
+    """The next ``count`` lines the server writes (fails when they do not come within ``timeout``)."""
+    assert proc.stdout is not None
+    out: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while len(out) < count:
+        ready, _, _ = select.select([proc.stdout], [], [], max(deadline - time.monotonic(), 0))
+        assert ready, f"no answer within {timeout} s (got {out})"
+        out.append(json.loads(proc.stdout.readline()))
+    return out
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+def test_a_line_too_long_or_too_deep_is_answered_and_skipped(
+    daemon: Daemon, workspace: tuple[Path, str], anyio_backend: str
+) -> None:
+    """Issue 19, 2.10: a message nested ~200 deep got no answer at all; a 200 MB line took 974 MB."""
+    root, _ws = workspace
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memoryctl", "mcp"],
+        cwd=root,
+        env=daemon.env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdin is not None
+    try:
+        deep = (
+            '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "memory_observe", "arguments": {"text": "x", "data": '
+            + '{"a": [' * 120
+            + "1"
+            + "]}" * 120
+            + "}}}\n"
+        )
+        proc.stdin.write(deep.encode())
+        proc.stdin.flush()
+        (answer,) = _answers(proc, 1)
+        assert answer["id"] is None and answer["error"]["code"] == -32600 and "nested" in answer["error"]["message"]
+        chunk = b"x" * (1 << 20)
+        for _ in range(20):  # 20 MB, one line
+            proc.stdin.write(chunk)
+        proc.stdin.write(b"\n")
+        ping = {"jsonrpc": "2.0", "id": 8, "method": "ping"}
+        proc.stdin.write(json.dumps(ping).encode() + b"\n")
+        proc.stdin.flush()
+        too_long, pong = _answers(proc, 2)
+        assert too_long["error"]["code"] == -32600 and "longer than" in too_long["error"]["message"]
+        assert pong["id"] == 8 and "result" in pong  # and the server goes on
+    finally:
+        proc.stdin.close()
+        proc.wait(30)
+        assert proc.stdout is not None
+        proc.stdout.close()

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import Daemon, short_tmp
+
+MEMORYCTL = [sys.executable, "-m", "memoryctl"]
 
 OBS_ID = re.compile(r"^obs_[0-9A-HJKMNP-TV-Z]{26}$")
 PROFILE = "spec/memory/profiles/dvk-a1/uart-baud.yaml"
@@ -298,6 +301,31 @@ def test_usage_errors_send_nothing(daemon_factory: Any) -> None:
         assert offline.memoryctl(*argv).returncode == 2, argv
     absent = offline.memoryctl("--json", "rules", "search")  # well-formed: it gets as far as the socket
     assert absent.returncode == 3 and json.loads(absent.stdout)["error"]["name"] == "DAEMON_UNAVAILABLE"
+
+
+def test_hostile_arguments_and_inputs_are_usage_errors_not_tracebacks(daemon_factory: Any) -> None:
+    """Issue 19, 2.10: non-UTF-8 arguments and deeply nested --data printed tracebacks; --in /dev/zero grew to
+    8.8 GB. Each is a USAGE error now, and nothing is sent."""
+    offline: Daemon = daemon_factory(start=False)
+    deep = '{"a":' * 3000 + "1" + "}" * 3000
+    for argv, message in (
+        (("search", "ab\udcffcd"), "an argument is not UTF-8 text: ab\\xffcd"),  # b"ab\xffcd" on the command line
+        (("remember", "\udcfe"), "an argument is not UTF-8 text: \\xfe"),
+        (("observe", "x", "--kind", "log", "--source", "me", "--data", deep), "--data is nested too deeply"),
+        (("compile", "apply", "--in", "/dev/zero"), "/dev/zero is larger than 8 MiB"),
+    ):
+        out = offline.memoryctl("--json", *argv, timeout=60)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, (argv, out.stderr[-500:])
+        error = json.loads(out.stdout)["error"]
+        assert error["name"] == "USAGE" and message in error["message"], (argv, error)
+    for verb in (("remember", "-"), ("observe", "-", "--kind", "log", "--source", "me")):
+        raw = subprocess.run([*MEMORYCTL, *verb], input=b"ab\xffcd", capture_output=True, env=offline.env, timeout=60)
+        assert raw.returncode == 2 and b"standard input is not UTF-8 text" in raw.stderr, (verb, raw.stderr)
+    with open("/dev/zero", "rb") as zero:
+        big = subprocess.run(
+            [*MEMORYCTL, "compile", "apply", "--in", "-"], stdin=zero, capture_output=True, env=offline.env, timeout=60
+        )
+    assert big.returncode == 2 and b"standard input is larger than 8 MiB" in big.stderr
 
 
 def test_help_describes_the_rule_verbs(daemon_factory: Any) -> None:

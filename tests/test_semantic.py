@@ -526,3 +526,44 @@ def test_an_embedding_reply_larger_than_the_batch_can_need_is_refused_unread(
     assert status.get("problem") is None
     assert '"reasons":["embedding_reply_too_large"]' in d.log.read_text()
     assert "kilo" in search(d, ws, "kilo")["hits"][0]["snippet"]  # BM25 still finds it
+
+
+# --- what status says when vectors stop working while the daemon runs (issue 19, 2.10) ----------------------------
+
+
+def test_an_endpoint_that_changes_its_dimension_mid_run_is_reported(
+    started: list[Daemon], home: Path, fake: FakeEmbeddings
+) -> None:
+    d = start(started, home, **endpoint(fake))
+    _, ws = add_workspace(d, [README_NOTE])
+    embedded(d, ws, total=1)
+    fake.dimension = 24  # another model behind the same URL
+    d.call("remember", {"workspace": ws, "type": "note", "text": "quebec romeo sierra"})
+    problem = wait_for(lambda: vectors(d, ws).get("problem"), 30)
+    assert problem["reason"] == "vector_dimension_mismatch" and "--rebuild-vectors" in problem["hint"]
+    result = search(d, ws, "ERR_UART_TIMEOUT_0x3F")
+    assert result["mode"] == "bm25" and result["degraded"]["reason"] == "vector_dimension_mismatch"
+
+
+def test_a_vector_file_damaged_while_running_is_reported_and_rebuilt(
+    started: list[Daemon], home: Path, fake: FakeEmbeddings
+) -> None:
+    d = start(started, home, **endpoint(fake))
+    _, ws = add_workspace(d, [README_NOTE, "alpha bravo charlie"])
+    embedded(d, ws, total=2)
+    path = next(home.rglob(f"{ws}/vectors.sqlite"))
+    size = path.stat().st_size
+    with open(path, "r+b") as f:  # overwritten in place, as a disk error or a stray tool would
+        f.write(b"\xa5" * size)
+
+    def reported() -> Any:
+        search(d, ws, "alpha bravo", mode="hybrid")
+        d.call("remember", {"workspace": ws, "type": "note", "text": "tango uniform"})
+        return vectors(d, ws).get("problem")
+
+    problem = wait_for(reported, 30)
+    assert problem["reason"] == "vector_index_unusable" and "--rebuild-vectors" in problem["hint"]
+    assert search(d, ws, "alpha bravo")["degraded"]["reason"] == "vector_index_unusable"
+    d.call("index", {"workspace": ws, "rebuild_vectors": True})
+    status = wait_for(lambda: (v := vectors(d, ws)).get("problem") is None and v["embedded"] == v["total"] and v, 60)
+    assert status["total"] >= 3

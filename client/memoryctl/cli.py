@@ -48,6 +48,39 @@ class Usage(Exception):
         self.hint = hint
 
 
+# What one request can carry: the daemon's default max_line_bytes. Text read from a file or standard input is
+# read up to this and refused beyond it (`compile apply --in /dev/zero` had grown to 8.8 GB).
+MAX_INPUT_BYTES = 8 * 1024 * 1024
+
+
+def read_capped(source: str, what: str, hint: str = "Give a smaller input; nothing was sent.") -> str:
+    """UTF-8 text from the file ``source`` (``-``: standard input), at most MAX_INPUT_BYTES."""
+    try:
+        if source == "-":
+            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        else:
+            with open(source, "rb") as f:
+                data = f.read(MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise Usage(f"cannot read {what}: {exc.strerror or exc}", hint) from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise Usage(f"{what} is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB", hint)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Usage(f"{what} is not UTF-8 text (byte {exc.start})", "Give UTF-8 text; nothing was sent.") from None
+
+
+def _not_utf8(args_list: list[str]) -> str | None:
+    """The first argument holding bytes that are not UTF-8 (Python keeps them as lone surrogates), escaped."""
+    for arg in args_list:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            return arg.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
+    return None
+
+
 def _write(text: str) -> None:
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
@@ -203,7 +236,7 @@ def verb_call(args: argparse.Namespace) -> tuple[str, dict[str, Any], Render]:
             ),
         )
     if verb == "remember":
-        text = sys.stdin.read() if args.text == "-" else args.text
+        text = read_capped("-", "standard input") if args.text == "-" else args.text
         params = {"workspace": workspace_of(args), "text": text, "type": args.type}
         for key in ("reason", "followup"):
             if getattr(args, key):
@@ -286,7 +319,7 @@ def _render_restore(result: dict[str, Any]) -> str:
 
 def _context_params(args: argparse.Namespace) -> dict[str, Any]:
     params: dict[str, Any] = {"workspace": workspace_of(args)}
-    query = sys.stdin.read() if args.query == "-" else args.query
+    query = read_capped("-", "standard input") if args.query == "-" else args.query
     if query:
         params["query_text"] = query
     for key in ("model_id", "fw_version", "instance_id", "session_id", "budget_chars"):
@@ -361,6 +394,10 @@ def _render_status(result: dict[str, Any]) -> str:
             f"pending {len(ws['pending'])}, watching {'yes' if ws['watching'] else 'no'}"
         )
         out.append(f"  last indexed {ws.get('last_indexed') or 'never'}" + _rebuilt(ws.get("rebuilt")))
+        refused = ws.get("refused") or []
+        out.extend(f"  not read: {r.get('path')} ({r.get('reason')})" for r in refused)
+        if ws.get("refused_count", 0) > len(refused):
+            out.append(f"  not read: {ws['refused_count'] - len(refused)} more (`memoryctl validate` lists them)")
         rules = ws.get("rules")
         if rules:
             out.append(
@@ -724,6 +761,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from memoryctl.hooks import main as hook  # fail-open, deadlines, no argparse: it runs on every prompt
 
         return hook(args_list)
+    bad = _not_utf8(args_list)
+    if bad is not None:
+        as_json = argparse.Namespace(json="--json" in args_list)
+        _emit_error(as_json, "USAGE", f"an argument is not UTF-8 text: {bad}", "Pass text and paths as UTF-8.")
+        return EXIT_USAGE
     if args_list[:1] == ["help"]:  # `memoryctl help [VERB …]` is `memoryctl [VERB …] --help`
         args_list = [*args_list[1:], "--help"]
     unknown = _unknown_verb(args_list)

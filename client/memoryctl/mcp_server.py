@@ -12,12 +12,17 @@ no other verb may pay for it.
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Annotated, Any, Literal
+import re
+import sys
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, BinaryIO, Literal
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
@@ -208,9 +213,106 @@ def build(daemon: Daemon) -> MCPServer:
     return server
 
 
+# --- stdio, bounded (issue 19, 2.10: a 200 MB line took 974 MB; a message nested ~200 deep got no answer) -------
+
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024  # one JSON-RPC message (a line); a compile response is at most 8 MiB
+MAX_DEPTH = 100  # arrays and objects inside each other; tool arguments need a handful
+_TOKENS = re.compile(rb'[\[\]{}"\\]')
+
+
+def too_deep(line: bytes, limit: int = MAX_DEPTH) -> bool:
+    """Whether the JSON text ``line`` nests arrays and objects more than ``limit`` deep (a linear scan: no parse,
+    no recursion; brackets inside strings do not count)."""
+    if line.count(b"[") + line.count(b"{") <= limit:
+        return False
+    depth, in_string, skip = 0, False, -1
+    for match in _TOKENS.finditer(line):
+        at, token = match.start(), match.group()
+        if at == skip:  # the character after a backslash
+            continue
+        if in_string:
+            if token == b"\\":
+                skip = at + 1
+            elif token == b'"':
+                in_string = False
+        elif token == b'"':
+            in_string = True
+        elif token in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return False
+
+
+def _error_line(code: int, message: str) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}) + "\n"
+
+
+class _Stdout:
+    """Standard output for the SDK's writer and for our own error answers: whole lines, one writer at a time."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self._lock = anyio.Lock()
+
+    async def write(self, text: str) -> None:
+        async with self._lock:
+            await anyio.to_thread.run_sync(self._raw.write, text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        async with self._lock:
+            await anyio.to_thread.run_sync(self._raw.flush)
+
+
+class _Stdin:
+    """Standard input as the SDK reads it (``async for line``), with every line bounded: a line over
+    MAX_MESSAGE_BYTES is skipped to its end and one nested over MAX_DEPTH is dropped, each answered with a
+    JSON-RPC error (id null: it cannot be read) instead of silence or unbounded memory."""
+
+    def __init__(self, raw: BinaryIO, out: _Stdout) -> None:
+        self._raw = raw
+        self._out = out
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        while True:
+            line = await anyio.to_thread.run_sync(self._raw.readline, MAX_MESSAGE_BYTES + 1)
+            if not line:
+                return
+            if len(line) > MAX_MESSAGE_BYTES and not line.endswith(b"\n"):
+                del line
+                while (rest := await anyio.to_thread.run_sync(self._raw.readline, 1 << 20)) and not rest.endswith(
+                    b"\n"
+                ):
+                    pass
+                await self._refuse(-32600, f"Invalid Request: a message longer than {MAX_MESSAGE_BYTES} bytes")
+                continue
+            if too_deep(line):
+                await self._refuse(-32600, f"Invalid Request: nested more than {MAX_DEPTH} levels deep")
+                continue
+            yield line.decode("utf-8", "replace")
+
+    async def _refuse(self, code: int, message: str) -> None:
+        await self._out.write(_error_line(code, message))
+        await self._out.flush()
+
+
+async def _serve(server: MCPServer) -> None:
+    out = _Stdout(sys.stdout.buffer)
+    stdin: Any = _Stdin(sys.stdin.buffer, out)
+    stdout: Any = out
+    lowlevel = server._lowlevel_server
+    async with stdio_server(stdin, stdout) as (read_stream, write_stream):
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
 def run(socket: str, workspace: str, timeout: float) -> int:
     server = build(
         Daemon(socket, os.path.abspath(workspace) if not workspace.startswith("ws_") else workspace, timeout)
     )
-    server.run("stdio")
+    anyio.run(_serve, server)
     return 0

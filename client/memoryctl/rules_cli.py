@@ -7,9 +7,8 @@ cli.py imports this module only when one of these verbs runs, so `memoryctl ping
 from __future__ import annotations
 
 import json
-import sys
 
-from memoryctl.cli import EXIT_APP, Usage, workspace_of
+from memoryctl.cli import EXIT_APP, Usage, read_capped, workspace_of
 from memoryctl.rpc import ClientError
 
 TYPE_CHECKING = False  # `import typing` costs ~3 ms of start-up
@@ -107,6 +106,8 @@ def _json_object(text: str, what: str, hint: str) -> dict[str, Any]:
         value = json.loads(text, parse_constant=_reject_constant)
     except ValueError as exc:
         raise Usage(f"{what} is not valid JSON: {exc}", hint) from None
+    except RecursionError:
+        raise Usage(f"{what} is nested too deeply to be read", hint) from None
     if not isinstance(value, dict):
         raise Usage(f"{what} must hold a JSON object, not {type(value).__name__}", hint)
     return value
@@ -115,14 +116,8 @@ def _json_object(text: str, what: str, hint: str) -> dict[str, Any]:
 def _read_response(source: str) -> dict[str, Any]:
     """The compile response in FILE (or standard input for -), checked to be a JSON object before sending."""
     hint = "The response is one JSON object meeting response_schema in compile_request.json; nothing was sent."
-    if source == "-":
-        return _json_object(sys.stdin.read(), "standard input", hint)
-    try:
-        with open(source, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise Usage(f"cannot read {source}: {getattr(exc, 'strerror', None) or exc}", hint) from None
-    return _json_object(text, source, hint)
+    what = "standard input" if source == "-" else source
+    return _json_object(read_capped(source, what, hint), what, hint)
 
 
 def call(args: argparse.Namespace) -> tuple[str, dict[str, Any], Render]:
@@ -131,7 +126,11 @@ def call(args: argparse.Namespace) -> tuple[str, dict[str, Any], Render]:
     method = f"{verb}.{action}" if action else verb
     params: dict[str, Any] = {"workspace": workspace_of(args)}
     if verb == "observe":
-        params.update(kind=args.kind, text=sys.stdin.read() if args.text == "-" else args.text, source=args.source)
+        params.update(
+            kind=args.kind,
+            text=read_capped("-", "standard input") if args.text == "-" else args.text,
+            source=args.source,
+        )
         if args.data is not None:
             params["data"] = _json_object(args.data, "--data", "Quote the object for the shell: --data '{\"k\": 1}'.")
         return method, _pick(args, params, "run_id", "model_id", "fw_version", "tags", "dry_run"), _render_observe

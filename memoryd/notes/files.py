@@ -12,7 +12,7 @@ from typing import Any
 from memoryd.errors import AppError
 from memoryd.fsio import FileTooLarge, NotRegularFile, confine, read_regular, within
 from memoryd.notes import daily
-from memoryd.store.prepare import SUFFIXES, file_kind, kind_of, refusal
+from memoryd.store.prepare import NOT_UTF8, SUFFIXES, file_kind, kind_of, refusal, shown, utf8_name
 from memoryd.text import chunker
 
 GET_HINT = (
@@ -100,11 +100,17 @@ def validate_tree(root: Path, limit: int) -> list[daily.Problem]:
     if memory.is_symlink() and within(root, memory) in (None, root):
         problems.append(daily.Problem("error", "memory/", None, "memory/ is a symlink out of the workspace"))
     for dirpath, dirnames, filenames in os.walk(memory):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(d for d in dirnames if not d.startswith(".") and not utf8_name(d)):
+            rel = shown((Path(dirpath) / name).relative_to(root).as_posix())
+            problems.append(daily.Problem("error", rel, None, f"a directory with {NOT_UTF8}"))
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and utf8_name(d))
         for name in sorted(filenames):
             full = Path(dirpath) / name
             rel = full.relative_to(root).as_posix()
             if name.startswith("."):
+                continue
+            if not utf8_name(name):
+                problems.append(daily.Problem("error", shown(rel), None, NOT_UTF8))
                 continue
             refused = refusal(root, full)  # a loop, dangling, or out of the workspace: never followed
             if refused is not None:

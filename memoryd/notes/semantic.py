@@ -212,6 +212,9 @@ class Semantic:
                 wv.problem = Degraded(exc.reason, exc.hint, str(exc))
                 log.warning("vectors_unavailable", workspace_id=wv.workspace_id, reason=exc.reason, error=str(exc))
                 return False
+        self.check_damage(wv)
+        if wv.problem is not None:
+            return False
         mark = wv.text.last_write
         if wv.synced != mark:
             self._follow(wv)
@@ -314,11 +317,19 @@ class Semantic:
         wv = self._by_id.get(workspace_id)
         return (0, 0) if wv is None else (wv.index.embedded, wv.index.total)
 
-    def check_damage(self, wv: WorkspaceVectors, exc: BaseException) -> None:
-        """A read or write of the vector file failed: if the file is damaged, say so until it is rebuilt."""
-        if damaged(exc) and wv.problem is None:
-            wv.problem = Degraded("vector_index_unusable", REBUILD_HINT, f"{type(exc).__name__}: {exc}")
-            log.warning("vectors_unavailable", workspace_id=wv.workspace_id, reason=wv.problem.reason)
+    def check_damage(self, wv: WorkspaceVectors, exc: BaseException | None = None) -> None:
+        """Whether the vector file is damaged — ``exc`` (a read or write that failed) says so, or the file is gone,
+        replaced or no longer SQLite — and if so, say so (status, search) until it is rebuilt."""
+        if wv.problem is not None:
+            return
+        if exc is not None and damaged(exc):
+            why = f"{type(exc).__name__}: {exc}"
+        elif (found := wv.index.check_file()) is not None:
+            why = f"the vector file is {found}"
+        else:
+            return
+        wv.problem = Degraded("vector_index_unusable", REBUILD_HINT, why)
+        log.warning("vectors_unavailable", workspace_id=wv.workspace_id, reason=wv.problem.reason, error=why)
 
     async def embed_query(self, query: str) -> bytes:
         """The query's vector, within ``embedding_query_timeout_s`` all told (waiting for a thread included), in
@@ -349,13 +360,17 @@ class Semantic:
         """The ``k`` passages nearest to the query's ``vector`` (worker thread; :meth:`problem_for` said None)."""
         wv = self._by_id[workspace_id]
         try:
-            return wv.index.search(vector, k)
+            hits = wv.index.search(vector, k)
+            self.check_damage(wv)  # answered from SQLite's cache and log: the file itself may be gone
+            return hits
         except Exception as exc:
             self.check_damage(wv, exc)
             raise
 
     def status(self, workspace_id: str) -> dict[str, object]:
         wv = self._by_id.get(workspace_id)
+        if wv is not None:
+            self.check_damage(wv)
         problem = self.problem_for(workspace_id)
         embedded, total = self.coverage(workspace_id)
         return {

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from memoryd.fsio import FileTooLarge, NotRegularFile, read_regular
 from memoryd.rules.models import Observation
+from memoryd.store.prepare import utf8_name
 
 GLOBAL = "global"
 READ_MAX_BYTES = 256 * 1024 * 1024  # one read of what was appended since the last
@@ -61,7 +62,7 @@ class EvidenceStore:
         if runs.is_dir():
             with os.scandir(runs) as entries:
                 for entry in entries:
-                    if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."):
+                    if entry.is_dir(follow_symlinks=False) and not entry.name.startswith(".") and utf8_name(entry.name):
                         rel = f"runs/{entry.name}/observations.jsonl"
                         if (self.root / rel).is_file():
                             found.append(rel)

@@ -65,6 +65,24 @@ RUN_MIN_BYTES = 256 * 1024  # prepared bytes a run of inserts waits for (with si
 T = TypeVar("T")
 
 
+NOT_UTF8 = "a name that is not UTF-8: not read, not indexed (rename it)"
+
+
+def utf8_name(name: str) -> bool:
+    """Whether a name read from the disk is UTF-8. Python keeps other bytes as lone surrogates, which SQLite,
+    JSON and YAML cannot carry: such a file is skipped and reported (issue 19, 2.6), never read."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown(name: str) -> str:
+    """``name`` as it can be reported: the bytes that are not UTF-8 escaped (``memory/\\xff.md``)."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def file_kind(rel: str) -> Kind | None:
     """The kind of indexed file the workspace-relative path ``rel`` names by its name, None when it names none
     (another tree or suffix, or a hidden entry on the way)."""
@@ -97,6 +115,12 @@ def indexed_files(root: Path, refused: dict[str, str] | None = None) -> Iterator
                 if entry.name.startswith("."):
                     continue
                 rel = f"{rel_dir}/{entry.name}"
+                if not utf8_name(entry.name):
+                    if refused is not None and (
+                        entry.is_dir(follow_symlinks=False) or entry.name.lower().endswith(suffixes)
+                    ):
+                        refused[shown(rel)] = NOT_UTF8
+                    continue
                 if entry.is_dir(follow_symlinks=False):
                     pending.append(rel)
                 elif entry.name.lower().endswith(suffixes):
@@ -128,6 +152,10 @@ def indexed_stats(root: Path, rels: Iterable[str], refused: dict[str, str] | Non
     usable = [tree for tree, _kind, _suffixes in TREES if _inside(real_root, root / tree)]
     found = {}
     for rel in rels:
+        if not utf8_name(rel):
+            if refused is not None and file_kind(rel) is not None:
+                refused[shown(rel)] = NOT_UTF8
+            continue
         tree = next((tree for tree in usable if rel.startswith(tree + "/")), None)
         if tree is None or file_kind(rel) is None:
             continue

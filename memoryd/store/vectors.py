@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ import apsw
 from memoryd import fsio
 from memoryd.store import migrations
 from memoryd.store.migrations import UnknownMigrations
-from memoryd.store.readers import ReaderPool
+from memoryd.store.readers import ReaderPool, file_problem
 from memoryd.store.vector_schema import (
     KEPT_LEGACY,
     MARK_SQL,
@@ -98,6 +99,7 @@ class VectorIndex:
         self.trained_at = 0  # how many vectors there were when the cells were trained
         self._removed = False  # units were removed since the last prune: vectors may be orphaned
         self._interrupted = threading.Event()  # set by interrupt(): a training in progress gives up
+        self._file_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
 
     def _connect_reader(self) -> apsw.Connection:
         conn = apsw.Connection(str(self.db_path), flags=apsw.SQLITE_OPEN_READONLY)
@@ -137,6 +139,8 @@ class VectorIndex:
                     "vector_index_unusable", f"{self.db_path}: {type(exc).__name__}: {exc}", REBUILD_HINT
                 ) from exc
             self._writer = conn
+            info = os.stat(self.db_path)
+            self._file_id = (info.st_dev, info.st_ino)
             self.model, self.dimension = model, dimension
             self._removed = True  # look for orphans once
             self._interrupted.clear()
@@ -166,6 +170,14 @@ class VectorIndex:
         if "0002_int8_vectors_once" in applied and "0001_units_float_vectors" not in applied:
             conn.execute("VACUUM")  # give back the float copies' pages: GBs for a large workspace
         return conn
+
+    def check_file(self) -> str | None:
+        """Why the open vector file is unusable, cheaply (a stat and a 16-byte read): "missing" (deleted while
+        open), "replaced", "corrupt" (not a SQLite header); None when it looks sound or is not open. SQLite
+        itself may not notice for a long while: in WAL mode its reads are served from the log and its cache."""
+        if self._writer is None or self._file_id is None:
+            return None
+        return file_problem(self.db_path, self._file_id, header=True)
 
     def _connect_writer(self) -> apsw.Connection:
         conn = apsw.Connection(str(self.db_path))
