@@ -21,6 +21,7 @@ import apsw
 import numpy as np
 from common import conditions, pct
 
+from memoryd.store.passage import Passage
 from memoryd.store.vector_schema import extension_path
 from memoryd.store.vectors import Unit, VectorIndex
 
@@ -68,7 +69,9 @@ def main() -> None:
         for first in range(0, len(data), batch):
             count = min(batch, len(data) - first)
             path = f"memory/{first:09d}.md"
-            units = [Unit(path, n + 1, 1, "h", 1, 1, f"- {first + n}", f"d{first + n}", 0) for n in range(count)]
+            units = [
+                Unit(Passage(path, n + 1, 1, "h", 1, 1, f"- {first + n}"), f"d{first + n}", 0) for n in range(count)
+            ]
             index.replace({path: ("sha", units)}, [])
             todo = index.todo(count)
             index.store([(unit_id, digest, data[int(digest[1:])].tobytes()) for unit_id, _t, digest in todo])

@@ -16,7 +16,8 @@ from memoryd.config import Settings
 from memoryd.context.service import ContextService, ContextSettings
 from memoryd.embed import EmbedSettings
 from memoryd.notes.semantic import SemanticSettings
-from memoryd.notes.service import NotesService, NotesSettings
+from memoryd.notes.service import NotesService
+from memoryd.notes.workspace import NotesSettings
 from memoryd.rpc import Context, Dispatcher
 from memoryd.rules.service import RulesService
 from memoryd.rules.settings import RulesSettings
@@ -59,9 +60,6 @@ class App:
                 index_max_file_bytes=settings.index_max_file_bytes,
                 remember_max_bytes=settings.remember_max_bytes,
                 merge_idle_s=settings.merge_idle_s,
-                watch=settings.watch,
-                watch_debounce_ms=settings.watch_debounce_ms,
-                reconcile_interval_s=settings.reconcile_interval_s,
                 semantic=SemanticSettings(
                     EmbedSettings(
                         provider=settings.embedding_provider,

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from memoryd.errors import SPECS
-from memoryd.notes.api import DEGRADED_REASONS
+from memoryd.models import DEGRADED_REASONS
 from tests.conftest import ROOT
 
 

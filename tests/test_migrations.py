@@ -14,6 +14,7 @@ import pytest
 from memoryd.store import cells, migrations
 from memoryd.store.index import NoteIndex
 from memoryd.store.migrations import Migration, Migrations
+from memoryd.store.passage import Passage
 from memoryd.store.schema import SCHEMA_VERSION as INDEX_SCHEMA_VERSION
 from memoryd.store.vector_schema import extension_path
 from memoryd.store.vectors import Unit, VectorIndex
@@ -56,7 +57,7 @@ VECTOR_DDL = {
 
 
 def unit(n: int) -> Unit:
-    return Unit(PATH, n + 1, 1, "h", 1, 500, f"- text {n}", f"d{n}", 0)
+    return Unit(Passage(PATH, n + 1, 1, "h", 1, 500, f"- text {n}"), f"d{n}", 0)
 
 
 def vectors(count: int) -> np.ndarray:
@@ -81,7 +82,8 @@ def old_vector_file(path: Path, version: str, data: np.ndarray, embedded: int) -
         conn.execute("INSERT INTO docs VALUES(?, 'sha')", (PATH,))
         for n in range(len(data)):
             u = unit(n)
-            row = (n + 1, u.path, u.start_line, u.lines, u.heading, u.section_start, u.section_lines, u.text)
+            q = u.passage
+            row = (n + 1, q.path, q.start_line, q.lines, q.heading, q.section_start, q.section_lines, q.text)
             conn.execute("INSERT INTO units VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)", (*row, u.digest, n < embedded))
             if n >= embedded:
                 continue

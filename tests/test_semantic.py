@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 
 from memoryd.notes.semantic import units_of
-from memoryd.notes.service import _Candidate, _fuse
 from memoryd.text.passages import passage_spans
 from tests.conftest import Daemon, daemon_env, short_tmp, wait_for
 
@@ -380,44 +379,13 @@ def test_a_changed_dimension_degrades_until_vectors_are_rebuilt(started: list[Da
 # --- the pieces -----------------------------------------------------------------------------------------------
 
 
-def candidate(path: str, line: int, text: str, *, ident: bool = False, via: str = "bm25") -> _Candidate:
-    return _Candidate(path, line, 1, "## h", 1, 10, [text], (), 0.0, ident, via)
-
-
-def test_fusion_adds_both_sides_keeps_identifiers_on_top_and_collapses_duplicates() -> None:
-    lexical = [candidate("a.md", 2, "- one"), candidate("a.md", 3, "- ERR_X here", ident=True)]
-    semantic = [
-        candidate("b.md", 5, "- One", via="vector"),  # the same text as a.md:2, case aside
-        candidate("a.md", 2, "- one", via="vector"),
-        candidate("c.md", 9, "- other", via="vector"),
-    ]
-    fused = _fuse(lexical, semantic, 10, "rrf", 0.5)
-    assert [(c.path, c.start_line) for c in fused] == [("a.md", 3), ("a.md", 2), ("c.md", 9)]
-    assert fused[1].via == "bm25+vector" and math.isclose(fused[1].score, 1 / 61 + 1 / 62)
-    assert len(_fuse(lexical, semantic, 1, "rrf", 0.5)) == 1
-
-
-def test_weighted_fusion_scales_each_side_and_leans_on_words() -> None:
-    lexical = [candidate("a.md", 1, "- words"), candidate("a.md", 2, "- fewer words")]
-    lexical[0].score, lexical[1].score = 2.0, 1.0
-    semantic = [candidate("b.md", 1, "- meaning", via="vector"), candidate("a.md", 2, "- fewer words", via="vector")]
-    semantic[0].score, semantic[1].score = 0.9, 0.5
-    fused = _fuse(lexical, semantic, 10, "weighted", 0.3)
-    # BM25 scaled by its best (1.0, 0.5), cosine min-max (1.0, 0.0); weights 1.4 and 0.6
-    assert [(c.path, c.start_line, round(c.score, 6)) for c in fused] == [
-        ("a.md", 1, 1.4),
-        ("a.md", 2, 0.7),
-        ("b.md", 1, 0.6),
-    ]
-    assert [c.via for c in fused] == ["bm25", "bm25+vector", "vector"]
-
-
 def test_units_are_the_passages_search_ranks() -> None:
     text = "## 2026-01-01 10:00 — decision\n- one\n  continued\n- two\n\n```\ncode\n```"
     units = units_of("memory/2026-01-01.md", [(5, 12, "2026-01-01 10:00 — decision", text)])
     spans = passage_spans(text.split("\n"))
-    assert [(u.start_line, u.lines) for u in units] == [(5 + s, e - s) for s, e in spans]
-    assert units[0].text == "- one\n  continued" and units[0].section_start == 5 and units[0].section_lines == 8
+    assert [(u.passage.start_line, u.passage.lines) for u in units] == [(5 + s, e - s) for s, e in spans]
+    first = units[0].passage
+    assert first.text == "- one\n  continued" and first.section_start == 5 and first.section_lines == 8
     assert units_of("memory/MEMORY.md", [(1, 2, "h", text)])[0].priority == 0
     newer, older = units_of("memory/2026-02-01.md", [(1, 2, "h", text)]), units
     assert newer[0].priority < older[0].priority

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memoryd.store.passage import Passage
 from memoryd.store.vector_schema import MARK_SQL, TODO_SQL, VectorsUnavailable, extension_path
 from memoryd.store.vectors import Unit, VectorIndex
 
@@ -16,7 +17,7 @@ DIM = 16
 
 
 def unit(n: int, path: str = "memory/2026-01-01.md") -> Unit:
-    return Unit(path, n + 1, 1, "h", 1, 5000, f"- text {n}", f"d{n}", 0)
+    return Unit(Passage(path, n + 1, 1, "h", 1, 5000, f"- text {n}"), f"d{n}", 0)
 
 
 def vectors(count: int, seed: int = 1) -> np.ndarray:
@@ -79,11 +80,11 @@ def test_a_rechunked_text_gets_its_vector_from_the_cache(index: VectorIndex) -> 
     fill(index, data)
     assert index.embedded == 5 and index.todo(10) == []
     # the file changes: its units are made again, the same texts at other lines, one new
-    moved = [Unit("memory/2026-01-01.md", n + 10, 1, "h", 1, 50, f"- text {n}", f"d{n}", 0) for n in range(5)]
+    moved = [Unit(Passage("memory/2026-01-01.md", n + 10, 1, "h", 1, 50, f"- text {n}"), f"d{n}", 0) for n in range(5)]
     index.replace({"memory/2026-01-01.md": ("sha-b", [*moved, unit(7)])}, [])
     assert index.total == 6 and index.embedded == 5
     assert [d for _, _, d in index.todo(10)] == ["d7"]  # only the new text waits for the model
-    assert index.search(data[3].tobytes(), 1)[0].start_line == 13
+    assert index.search(data[3].tobytes(), 1)[0].passage.start_line == 13
 
 
 def test_another_dimension_is_refused_not_overwritten(index: VectorIndex, tmp_path: Path) -> None:
@@ -106,16 +107,19 @@ def test_each_text_has_one_vector_and_orphans_are_pruned_when_many(index: Vector
     # the same texts in a second file: embedded at once, no second vector
     index.replace({"memory/2026-01-02.md": ("sha2", [unit(n, "memory/2026-01-02.md") for n in range(1200)])}, [])
     assert (index.total, index.embedded, index.vectors) == (2400, 2400, 1200) and index.todo(5) == []
-    assert {h.path for h in index.search(data[7].tobytes(), 2)} == {"memory/2026-01-01.md", "memory/2026-01-02.md"}
+    assert {h.passage.path for h in index.search(data[7].tobytes(), 2)} == {
+        "memory/2026-01-01.md",
+        "memory/2026-01-02.md",
+    }
     index.replace({}, ["memory/2026-01-01.md"])
     assert index.prune_cache() == 0  # every text still has a unit
     index.replace({}, ["memory/2026-01-02.md"])
     assert index.search(data[7].tobytes(), 5) == []  # an orphaned vector finds no unit
     # a text that comes back before the orphans are many keeps its vector
     index.replace({"memory/2026-01-03.md": ("sha3", [unit(7, "memory/2026-01-03.md")])}, [])
-    assert index.todo(5) == [] and index.search(data[7].tobytes(), 1)[0].path == "memory/2026-01-03.md"
+    assert index.todo(5) == [] and index.search(data[7].tobytes(), 1)[0].passage.path == "memory/2026-01-03.md"
     assert index.prune_cache() == 1199 and index.vectors == 1  # 1,199 orphans of 1,200: forgotten
-    assert index.search(data[7].tobytes(), 1)[0].path == "memory/2026-01-03.md"
+    assert index.search(data[7].tobytes(), 1)[0].passage.path == "memory/2026-01-03.md"
     index.replace({"memory/2026-01-04.md": ("sha4", [unit(8, "memory/2026-01-04.md")])}, [])
     assert [d for _, _, d in index.todo(5)] == ["d8"]  # forgotten: embedded again when it comes back
 
@@ -156,13 +160,13 @@ def test_a_schema_3_file_is_migrated_with_its_vectors(tmp_path: Path) -> None:
             "INSERT INTO units VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 n + 1,
-                u.path,
-                u.start_line,
-                u.lines,
-                u.heading,
-                u.section_start,
-                u.section_lines,
-                u.text,
+                u.passage.path,
+                u.passage.start_line,
+                u.passage.lines,
+                u.passage.heading,
+                u.passage.section_start,
+                u.passage.section_lines,
+                u.passage.text,
                 u.digest,
                 0,
                 embedded,

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from memoryd.models import Wire
+from memoryd.models import Degraded, Wire
 
 
 class StableSource(Wire):
@@ -48,11 +48,6 @@ class RecentNote(Wire):
     start_line: int
     lines: int
     heading: str = Field(description="The entry's heading (## YYYY-MM-DD HH:MM — type).")
-
-
-class Degraded(Wire):
-    reason: str = Field(description="An error name (MEMORY_INDEX_CORRUPTED, …) or 'stale' (files not yet indexed).")
-    message: str
 
 
 class DynamicContext(Wire):

@@ -17,8 +17,9 @@ import structlog
 
 from memoryd import fsio
 from memoryd.context import dynamic, recent, render, snapshots, trigger
-from memoryd.context.api import ContextItem, ContextResult, Degraded, DynamicContext, StableContext
+from memoryd.context.api import ContextItem, ContextResult, DynamicContext, StableContext
 from memoryd.errors import AppError
+from memoryd.models import Degraded
 from memoryd.notes.daily import strip_private
 from memoryd.notes.service import NotesService
 from memoryd.rules.api import ResolveParams

@@ -8,9 +8,8 @@ import anyio
 from pydantic import Field, model_validator
 
 from memoryd.methods.services import Services, services
-from memoryd.models import OwnerToken, Wire, WorkspaceRef
+from memoryd.models import Degraded, OwnerToken, Wire, WorkspaceRef
 from memoryd.notes.api import (
-    Degraded,
     GetResult,
     IndexReport,
     RememberResult,

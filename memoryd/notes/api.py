@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from memoryd.models import Wire
+from memoryd.models import Degraded, Wire
 
 
 class RememberResult(Wire):
@@ -42,40 +42,6 @@ class SearchHit(Wire):
         description="The id (ent_…) of the remembered entry the passage lies in: `forget` takes it. Absent "
         "for text remember did not write (MEMORY.md, a hand-written section, a rule file).",
     )
-
-
-# Every reason a search can name in `degraded` (tests/test_docs.py checks it against what the code raises).
-DEGRADED_REASONS = (
-    "semantic_disabled",
-    "semantic_not_installed",
-    "model_missing",
-    "embeddings_loading",
-    "embedding_provider_unknown",
-    "embedding_endpoint_unset",
-    "embedding_endpoint_unreachable",
-    "embedding_endpoint_invalid",
-    "embedding_text_refused",
-    "embedding_reply_too_large",
-    "embedding_dimension_changed",
-    "vector_extension_unavailable",
-    "vector_index_unusable",
-    "vector_dimension_mismatch",
-    "vector_model_mismatch",
-    "vectors_loading",
-    "vectors_behind",
-    "vector_search_failed",
-    "query_embedding_timeout",
-    "empty_query",
-    "index_rebuilding",
-)
-
-
-class Degraded(Wire):
-    """Why a search used less than it was asked to (BM25 instead of vectors, or vectors not yet complete)."""
-
-    reason: str = Field(description="Stable: " + ", ".join(DEGRADED_REASONS) + ".")
-    hint: str
-    message: str = ""
 
 
 class GetResult(Wire):

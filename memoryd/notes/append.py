@@ -40,6 +40,18 @@ _READ_CHUNK = 1 << 20
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")  # as chunker.split_lines breaks lines
 
 
+@dataclass(frozen=True, slots=True)
+class Written:
+    """An entry remember wrote (or, in a dry run, would write): where, and what names its section."""
+
+    id: str
+    path: str
+    start_line: int
+    lines: int
+    heading: str
+    first_line: str  # the first line under the heading that is not blank: for the item's sidecar line
+
+
 @dataclass(slots=True)
 class Request:
     """One remember waiting for the workspace's writer."""
@@ -49,7 +61,7 @@ class Request:
     reason: str | None
     followup: str | None
     taken: bool = False
-    result: dict[str, Any] | None = None
+    result: Written | None = None
     error: AppError | None = None
 
     @property
@@ -139,7 +151,7 @@ def scan(target: Path, rel: str, keep_max_bytes: int) -> Tail | None:
 @dataclass(slots=True)
 class Planned:
     data: bytes
-    results: list[dict[str, Any]]
+    results: list[Written]
     last_heading: tuple[int, int]  # (byte offset in data, 1-based line in the file)
     fence_closed: bool
 
@@ -154,7 +166,7 @@ def items_first_line(entry: str) -> str:
 def plan(tail: Tail | None, rel: str, now: datetime, batch: list[Request]) -> Planned:
     """The bytes to append for ``batch`` and each request's answer, from what is known of the file."""
     parts: list[bytes] = []
-    results: list[dict[str, Any]] = []
+    results: list[Written] = []
     length = 0
     breaks = 0 if tail is None else tail.breaks
     last_byte = b"" if tail is None else tail.last_byte
@@ -176,14 +188,14 @@ def plan(tail: Tail | None, rel: str, now: datetime, batch: list[Request]) -> Pl
         breaks += _breaks(before) - (1 if last_byte == b"\r" and before[:1] == b"\n" else 0)
         heading_at = (length + len(before), breaks + 1)
         results.append(
-            {
-                "id": daily.entry_id(),
-                "path": rel,
-                "start_line": breaks + 1,
-                "lines": body.count(b"\n") - leading,
-                "heading": entry.heading,
-                "_first": items_first_line(entry.entry),  # for the item's sidecar line, not the answer
-            }
+            Written(
+                id=daily.entry_id(),
+                path=rel,
+                start_line=breaks + 1,
+                lines=body.count(b"\n") - leading,
+                heading=entry.heading,
+                first_line=items_first_line(entry.entry),
+            )
         )
         breaks += _breaks(body[leading:])
         parts += [header, body]
@@ -193,18 +205,19 @@ def plan(tail: Tail | None, rel: str, now: datetime, batch: list[Request]) -> Pl
     # Escaped entries hold no heading or fence of their own (daily.escape_structure): the chunker must find the
     # headings written and nothing else, or the last block is not known.
     day_header = [f"## {now:%Y-%m-%d}"] if tail is None or not tail.last_byte else []
-    expected = day_header + [r["heading"] for r in results] + [_SENTINEL]
+    expected = day_header + [r.heading for r in results] + [_SENTINEL]
     return Planned(data, results, heading_at, _headings(data.decode("utf-8")) == expected)
 
 
-def dry_run(tail: Tail | None, rel: str, now: datetime, request: Request) -> dict[str, Any]:
+def dry_run(tail: Tail | None, rel: str, now: datetime, request: Request) -> tuple[Written, str]:
+    """The entry ``request`` would be, and the text that would be appended for it."""
     planned = plan(tail, rel, now, [request])
-    return {**planned.results[0], "dry_run": True, "text": planned.data.decode("utf-8").lstrip("\n")}
+    return planned.results[0], planned.data.decode("utf-8").lstrip("\n")
 
 
 def write(
     tail: Tail | None, root: Path, target: Path, rel: str, now: datetime, batch: list[Request]
-) -> tuple[Tail, list[dict[str, Any]], bytes]:
+) -> tuple[Tail, list[Written], bytes]:
     """Append ``batch`` to ``target`` as planned on ``tail`` (what is known of the file: None when it does not
     exist); returns what is now known of the file, each request's answer and the bytes appended. Raises
     :class:`~memoryd.fsio.ChangedMeanwhile` when the file is not as ``tail`` says (nothing written: plan again).
@@ -309,7 +322,7 @@ class Writer:
         except OSError as exc:
             raise AppError("MEMORY_READ_FAILED", f"Cannot read {rel}: {exc.strerror}") from exc
 
-    def dry_run(self, request: Request) -> dict[str, Any]:
+    def dry_run(self, request: Request) -> tuple[Written, str]:
         now = datetime.now().astimezone()
         rel, target = self._target(now, create=False)
         return dry_run(self._known(rel, target), rel, now, request)
@@ -345,7 +358,7 @@ class Writer:
                     workspace_id=self.workspace_id,
                     path=rel,
                     entries=len(batch),
-                    start_line=results[0]["start_line"],
+                    start_line=results[0].start_line,
                     bytes=len(data),
                     text_lengths=[len(request.text) for request in batch],
                     indexed=indexed,

@@ -25,6 +25,7 @@ import orjson
 import structlog
 
 from memoryd.fsio import FileTooLarge, NotRegularFile, append_line, read_regular
+from memoryd.notes.append import Written
 
 log = structlog.get_logger("memoryd.items")
 
@@ -39,16 +40,16 @@ def heading_key(heading: str) -> str:
     return heading.lstrip("#").strip()
 
 
-def record(root: Path, entries: list[dict[str, Any]], created_at: str) -> None:
-    """Append one line per entry remember wrote (its answer: id, path, start_line, heading)."""
+def record(root: Path, entries: list[Written], created_at: str) -> None:
+    """Append one line per entry remember wrote."""
     lines = b"".join(
         orjson.dumps(
             {
-                "id": e["id"],
-                "path": e["path"],
-                "heading": heading_key(e["heading"]),
-                "first_line": e.get("_first", ""),
-                "start_line": e["start_line"],
+                "id": e.id,
+                "path": e.path,
+                "heading": heading_key(e.heading),
+                "first_line": e.first_line,
+                "start_line": e.start_line,
                 "created_at": created_at,
                 **{k: v for k, v in DEFAULTS.items() if k != "deleted_at"},
             }

@@ -24,8 +24,10 @@ import structlog
 
 from memoryd import embed
 from memoryd.embed import Cancel, EmbeddingUnavailable, EmbedSettings, Provider
+from memoryd.models import Degraded
 from memoryd.pool import ThreadPool
 from memoryd.store.index import NoteIndex
+from memoryd.store.passage import Passage
 from memoryd.store.vector_schema import REBUILD_HINT, VectorsUnavailable, damaged, extension_path
 from memoryd.store.vectors import Unit, VectorHit, VectorIndex
 from memoryd.text import passages
@@ -44,13 +46,6 @@ QUERY_TIMEOUT_HINT = (
     "Check the embedding endpoint, or raise the setting."
 )
 _DAILY = re.compile(r"memory/(\d{4})-(\d{2})-(\d{2})\.md")
-
-
-@dataclass(frozen=True, slots=True)
-class Degraded:
-    reason: str  # stable: semantic_not_installed, model_missing, vector_extension_unavailable, …
-    hint: str
-    message: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +87,8 @@ def units_of(path: str, sections: list[tuple[int, int, str, str]]) -> list[Unit]
         for s, e in passages.passage_spans(lines):
             body = "\n".join(lines[s:e]).strip()
             if body:
-                out.append(Unit(path, start + s, e - s, heading, start, end - start + 1, body, digest(body), rank))
+                passage = Passage(path, start + s, e - s, heading, start, end - start + 1, body)
+                out.append(Unit(passage, digest(body), rank))
     return out
 
 
@@ -102,7 +98,7 @@ class Semantic:
         self.state_dir = state_dir
         self.provider: Provider | None = None
         self.problem: Degraded | None = Degraded(
-            "embeddings_loading", "The embedding model is loading; search uses BM25 until it is ready."
+            reason="embeddings_loading", hint="The embedding model is loading; search uses BM25 until it is ready."
         )
         self.rate: float | None = None  # texts embedded per second, the last batch
         self._by_id: dict[str, WorkspaceVectors] = {}
@@ -163,11 +159,13 @@ class Semantic:
         try:
             self.provider = await self._thread.run(lambda: embed.load(self.settings.embed, self._cancel))
         except EmbeddingUnavailable as exc:
-            self.problem = Degraded(exc.reason, exc.hint, str(exc))
+            self.problem = Degraded(reason=exc.reason, hint=exc.hint, message=str(exc))
             log.warning("semantic_unavailable", reason=exc.reason, error=str(exc))
             return
         except Exception as exc:  # a model that fails in its own way: BM25 goes on
-            self.problem = Degraded("model_missing", "Reinstall the semantic extra.", f"{type(exc).__name__}: {exc}")
+            self.problem = Degraded(
+                reason="model_missing", hint="Reinstall the semantic extra.", message=f"{type(exc).__name__}: {exc}"
+            )
             log.exception("semantic_unavailable", reason="model_missing")
             return
         self.problem = None
@@ -188,7 +186,7 @@ class Semantic:
                     worked = await self._thread.run(functools.partial(self._step, provider, wv)) or worked
                 except EmbeddingUnavailable as exc:
                     if exc.reason == "embedding_dimension_changed":  # every workspace's vectors: status says
-                        self.problem = Degraded("vector_dimension_mismatch", exc.hint, str(exc))
+                        self.problem = Degraded(reason="vector_dimension_mismatch", hint=exc.hint, message=str(exc))
                         log.warning("semantic_unavailable", reason=self.problem.reason, error=str(exc))
                         return
                     log.warning("embedding_step_failed", workspace_id=wv.workspace_id, error=exc.reason)
@@ -209,7 +207,7 @@ class Semantic:
             try:
                 wv.index.open(provider.model, provider.dimension)
             except VectorsUnavailable as exc:
-                wv.problem = Degraded(exc.reason, exc.hint, str(exc))
+                wv.problem = Degraded(reason=exc.reason, hint=exc.hint, message=str(exc))
                 log.warning("vectors_unavailable", workspace_id=wv.workspace_id, reason=exc.reason, error=str(exc))
                 return False
         self.check_damage(wv)
@@ -304,12 +302,12 @@ class Semantic:
         if wv is not None and wv.problem is not None:
             return wv.problem
         if wv is None or not wv.index.is_open:
-            return Degraded("vectors_loading", "The vector index is opening; search uses BM25 meanwhile.")
+            return Degraded(reason="vectors_loading", hint="The vector index is opening; search uses BM25 meanwhile.")
         if wv.index.embedded == 0:
             return Degraded(
-                "vectors_behind",
-                "No passage is embedded yet; `memoryctl status` shows the progress.",
-                f"0 of {wv.index.total} passages embedded",
+                reason="vectors_behind",
+                hint="No passage is embedded yet; `memoryctl status` shows the progress.",
+                message=f"0 of {wv.index.total} passages embedded",
             )
         return None
 
@@ -328,7 +326,7 @@ class Semantic:
             why = f"the vector file is {found}"
         else:
             return
-        wv.problem = Degraded("vector_index_unusable", REBUILD_HINT, why)
+        wv.problem = Degraded(reason="vector_index_unusable", hint=REBUILD_HINT, message=why)
         log.warning("vectors_unavailable", workspace_id=wv.workspace_id, reason=wv.problem.reason, error=why)
 
     async def embed_query(self, query: str) -> bytes:

@@ -30,6 +30,7 @@ import apsw
 from memoryd import fsio
 from memoryd.store import migrations
 from memoryd.store.migrations import UnknownMigrations
+from memoryd.store.passage import Passage
 from memoryd.store.readers import ReaderPool, file_problem
 from memoryd.store.vector_schema import (
     KEPT_LEGACY,
@@ -55,26 +56,16 @@ class _Interrupted(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Unit:
-    path: str
-    start_line: int  # 1-based line of the file
-    lines: int
-    heading: str
-    section_start: int
-    section_lines: int
-    text: str
+    """A passage to embed: its text's digest finds a vector made before for the same text."""
+
+    passage: Passage
     digest: str
     priority: int  # lower first: embedded before the rest
 
 
 @dataclass(frozen=True, slots=True)
 class VectorHit:
-    path: str
-    start_line: int
-    lines: int
-    heading: str
-    section_start: int
-    section_lines: int
-    text: str
+    passage: Passage
     digest: str
     distance: float  # cosine distance (1 - cosine similarity), 0 = same direction
 
@@ -253,13 +244,13 @@ class VectorIndex:
                     "WHEN EXISTS(SELECT 1 FROM refused WHERE refused.digest = ?8) THEN 2 ELSE 0 END)",
                     [
                         (
-                            u.path,
-                            u.start_line,
-                            u.lines,
-                            u.heading,
-                            u.section_start,
-                            u.section_lines,
-                            u.text,
+                            u.passage.path,
+                            u.passage.start_line,
+                            u.passage.lines,
+                            u.passage.heading,
+                            u.passage.section_start,
+                            u.passage.section_lines,
+                            u.passage.text,
                             u.digest,
                             u.priority,
                         )
@@ -488,6 +479,10 @@ class VectorIndex:
             rows = reader.execute(sql, (arithmetic.quantise(query, scale)[0].tobytes(), k + 8, k)).fetchall()
         # L2 between unit vectors: d² = 2 - 2·cos, so the cosine distance is d² / 2 (d in int8 units: / scale)
         return [
-            VectorHit(str(p), int(s), int(n), str(h), int(ss), int(sl), str(t), str(d), (float(dist) / scale) ** 2 / 2)  # type: ignore[arg-type]
+            VectorHit(
+                Passage(str(p), int(s), int(n), str(h), int(ss), int(sl), str(t)),  # type: ignore[arg-type]
+                str(d),
+                (float(dist) / scale) ** 2 / 2,  # type: ignore[arg-type]
+            )
             for p, s, n, h, ss, sl, t, d, dist in rows
         ]

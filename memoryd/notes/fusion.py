@@ -1,0 +1,118 @@
+"""Hybrid search's fusion: the passages each side found (BM25 over words, the vector side over meaning) become one
+ranking (decision 0008). Plain functions over :class:`Candidate`; tested on their own (tests/test_fusion.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+
+from memoryd.notes import api
+from memoryd.store.index import Hit
+from memoryd.store.passage import Passage
+from memoryd.store.vectors import VectorHit
+from memoryd.text import passages, textindex
+
+RRF_K = 60  # reciprocal rank fusion's constant (Cormack et al. 2009): measured in docs/decisions/0008
+FUSION_CANDIDATES = 20  # passages each side brings to a hybrid fusion (at least twice the limit)
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A passage one side of a search found, with what it matched and its score on that side's scale."""
+
+    passage: Passage
+    matched: tuple[str, ...]  # the query's words it says (marked in the snippet)
+    score: float
+    ident: bool = False  # says one of the query's identifiers: stays on top
+    via: str = "bm25"  # bm25, vector, or bm25+vector once fused
+
+    def hit(self, workspace_id: str, snippet_max_chars: int, item_id: str | None = None) -> api.SearchHit:
+        p = self.passage
+        # built from the index's own typed values: constructed, not validated
+        return api.SearchHit.model_construct(
+            workspace_id=workspace_id,
+            path=p.path,
+            start_line=p.start_line,
+            lines=p.lines,
+            heading=p.heading,
+            section_start_line=p.section_start,
+            section_lines=p.section_lines,
+            snippet=passages.snippet(p.text.split("\n"), self.matched, snippet_max_chars),
+            score=round(self.score, 6),
+            via=self.via,
+            item_id=item_id,
+        )
+
+
+def from_lexical(found: list[Hit], words: list[str], idents: set[str], limit: int) -> list[Candidate]:
+    """The BM25 side: the passages of the sections the index found, ranked (text/passages.py)."""
+    words = words[: textindex.MAX_TERMS]  # a pasted 10 kB question: bounded work
+    sections = [(h.score, h.text.split("\n")) for h in found]
+    out = []
+    for n, p, score in passages.ranked(sections, words, limit):
+        section = found[n]
+        passage = Passage(
+            path=section.path,
+            start_line=section.start_line + p.start,
+            lines=p.end - p.start,
+            heading=section.heading,
+            section_start=section.start_line,
+            section_lines=section.end_line - section.start_line + 1,
+            text="\n".join(sections[n][1][p.start : p.end]),
+        )
+        out.append(Candidate(passage, p.matched, score, ident=not idents.isdisjoint(p.matched)))
+    return out
+
+
+def from_vector(hit: VectorHit, words: list[str]) -> Candidate:
+    """The vector side: a passage near the query, scored by its cosine similarity."""
+    folded = hit.passage.text.lower()
+    return Candidate(hit.passage, tuple(w for w in words if w in folded), 1.0 - hit.distance, via="vector")
+
+
+def fuse(
+    lexical: list[Candidate],
+    semantic: list[Candidate],
+    limit: int,
+    method: str = "weighted",
+    vector_weight: float = 0.3,
+) -> list[Candidate]:
+    """Fuse the two rankings, passages that say one of the query's identifiers first, and near-duplicates (the same
+    text, case and spacing aside) collapsed into the best of them.
+
+    ``rrf``: reciprocal rank fusion, each side's 1 / (K + rank) weighted (a passage both found adds both);
+    ``weighted``: a weighted sum of each side's score scaled to 0-1 (BM25 by its best; cosine similarity
+    min-max over the candidates). ``vector_weight`` is the meaning side's share (0-1)."""
+    weights = (2 * (1 - vector_weight), 2 * vector_weight)  # 0.5: both 1, as plain RRF
+    fused: dict[tuple[str, int, int], Candidate] = {}
+    for side, ranking in enumerate((lexical, semantic)):
+        if method == "weighted" and ranking:
+            top, low = max(c.score for c in ranking), min(c.score for c in ranking)
+            shares = [
+                weights[side]
+                * ((c.score / top if top > 0 else 0.0) if side == 0 else (c.score - low) / ((top - low) or 1))
+                for c in ranking
+            ]
+        else:
+            shares = [weights[side] / (RRF_K + rank) for rank in range(1, len(ranking) + 1)]
+        for c, share in zip(ranking, shares, strict=True):
+            key = (c.passage.path, c.passage.start_line, c.passage.lines)
+            seen = fused.get(key)
+            if seen is None:
+                fused[key] = dataclasses.replace(c, score=share)
+            else:
+                seen.score += share
+                seen.via = "bm25+vector"
+                seen.ident = seen.ident or c.ident
+    ordered = sorted(fused.values(), key=lambda c: (not c.ident, -c.score, c.passage.path, c.passage.start_line))
+    out: list[Candidate] = []
+    texts: set[bytes] = set()
+    for c in ordered:
+        same = hashlib.sha256(" ".join(c.passage.text.lower().split()).encode("utf-8", "surrogatepass")).digest()
+        if same not in texts:
+            texts.add(same)
+            out.append(c)
+            if len(out) == limit:
+                break
+    return out

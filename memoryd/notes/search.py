@@ -1,0 +1,256 @@
+"""The search pipeline: a query → BM25 over words and/or the vector side over meaning → fused → hits.
+
+Everything but the RPC itself runs in the search threads (query parsing, SQLite, snippets), so searches of one
+workspace run side by side, each on its own read connection; the query's vector is made first, in the embedding's
+own threads and within its own budget, so an endpoint that trickles or never answers costs this search that
+budget and never a thread BM25 needs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import anyio
+import structlog
+
+from memoryd.errors import AppError
+from memoryd.models import Degraded
+from memoryd.notes import api, fusion, indexer, itemids, items
+from memoryd.notes.fusion import Candidate
+from memoryd.notes.semantic import QUERY_TIMEOUT_HINT, Semantic
+from memoryd.notes.workspace import NotesSettings, WorkspaceNotes
+from memoryd.pool import ThreadPool
+from memoryd.store.readers import IndexCorrupted
+from memoryd.text import dictionary, textindex
+
+log = structlog.get_logger("memoryd.notes")
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What one search asks of the sides: the mode it uses, why it uses less than it was asked, how many passages
+    each side brings, and the query's vector (None: no meaning side)."""
+
+    wanted: str
+    used: str
+    degraded: Degraded | None
+    candidates: int
+    vector: bytes | None
+    vector_error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What a search read: its hits (None: the index file could not be read), why the file needs a rebuild, why
+    the meaning side failed, and what is still to index of what the watcher reported."""
+
+    hits: list[api.SearchHit] | None
+    problem: str | None
+    vector_error: str | None
+    behind: list[str]
+
+
+class SearchPipeline:
+    def __init__(self, settings: NotesSettings, semantic: Semantic, words: dictionary.Dictionary | None) -> None:
+        self.settings = settings
+        self.semantic = semantic
+        self.dictionary = words
+        # Searches run in threads of their own, as many as there are cores: more only thrash the caches of their
+        # read connections (each thread has one), and they no longer queue behind indexing in anyio's 40.
+        self.threads = ThreadPool(max(2, os.cpu_count() or 2), "memoryd-search")
+
+    async def aclose(self) -> None:
+        await self.threads.close()  # no search is inside an index file when it is closed
+
+    async def search(
+        self, notes: WorkspaceNotes, query: str, limit: int, snippet_max_chars: int, mode: str | None
+    ) -> api.WorkspaceHits:
+        """``mode``: bm25, vector or hybrid; None = hybrid when vectors can serve, else BM25 (and say why)."""
+        plan = await self._plan(notes, query, limit, mode)
+        reported = sorted(notes.pending)
+        deadline = anyio.current_time() + indexer.WAIT_S
+        while True:
+            try:
+                found = await self.threads.run(
+                    lambda: self._read(notes, query, limit, snippet_max_chars, plan, reported)
+                )
+            except Exception as exc:  # the error's type only: SQLite's messages can quote the query
+                log.error("search_failed", workspace_id=notes.ws.id, error=type(exc).__name__)
+                raise AppError("MEMORY_SEARCH_FAILED") from exc
+            if found.hits is not None or found.problem is None:
+                break
+            # The file could not be read (damaged, or deleted for a thread that had not opened it): it is rebuilt
+            # from the Markdown files; wait for that, a little, then read the new file.
+            if notes.heal_failed is not None:
+                raise AppError(
+                    "MEMORY_INDEX_CORRUPTED",
+                    "The index file is damaged or gone and rebuilding it failed",
+                    hint="Run `memoryctl index --full`; `memoryctl status` says what went wrong.",
+                )
+            if anyio.current_time() >= deadline:
+                break
+            await indexer.wait(notes, found.problem, deadline)
+        if found.problem is not None:
+            indexer.schedule(notes, found.problem)
+        return self._answer(notes, plan, found)
+
+    async def _plan(self, notes: WorkspaceNotes, query: str, limit: int, mode: str | None) -> Plan:
+        ws_id = notes.ws.id
+        wanted = mode or "hybrid"
+        degraded: Degraded | None = None
+        if wanted != "bm25":
+            if not query.strip():
+                degraded = Degraded(reason="empty_query", hint="An empty query has no meaning to search for.")
+            else:
+                degraded = self.semantic.problem_for(ws_id)
+        used = "bm25" if wanted == "bm25" or degraded is not None else wanted
+        if degraded is not None and degraded.reason == "semantic_disabled" and mode is None:
+            degraded = None  # turned off on purpose: the default is plain BM25, nothing to report
+        candidates = max(2 * limit, fusion.FUSION_CANDIDATES) if used == "hybrid" else limit
+        vector: bytes | None = None
+        vector_error: str | None = None
+        if used != "bm25":
+            try:
+                vector = await self.semantic.embed_query(query)
+            except TimeoutError as exc:
+                degraded = Degraded(reason="query_embedding_timeout", hint=QUERY_TIMEOUT_HINT, message=str(exc))
+                used = "bm25" if used == "hybrid" else used
+            except Exception as exc:  # the endpoint went away, the model failed on this text: words still answer
+                vector_error = type(exc).__name__
+        return Plan(wanted, used, degraded, candidates, vector, vector_error)
+
+    def _read(
+        self, notes: WorkspaceNotes, query: str, limit: int, snippet_max_chars: int, plan: Plan, reported: list[str]
+    ) -> Found:
+        """Both sides, fused, as hits (a search thread)."""
+        parsed = textindex.parse_query(query)
+        added = self.dictionary.words(parsed.words) if self.dictionary is not None else []
+        terms = dictionary.expanded(parsed, added) if added else parsed.terms
+        try:
+            hide = hidden(notes)  # forgotten entries: kept in the files, left out of answers
+        except IndexCorrupted as exc:
+            return Found(None, exc.reason, None, reported)
+        lexical: list[Candidate] = []
+        if plan.used != "vector" and terms:
+            try:
+                match = textindex.join_terms(notes.index.prune(terms))
+                found = [] if match is None else notes.index.search(match, limit + min(len(hide), limit))
+                if hide:
+                    found = [h for h in found if (h.path, h.start_line) not in hide][:limit]
+            except IndexCorrupted as exc:
+                return Found(None, exc.reason, None, reported)
+            except Exception:
+                problem = notes.index.check_file()  # truncated, replaced: what failed is the file
+                if problem is None:
+                    raise
+                return Found(None, problem, None, reported)
+            lexical = fusion.from_lexical(found, parsed.words + added, set(parsed.idents), plan.candidates)
+        semantic: list[Candidate] = []
+        failed = plan.vector_error
+        if plan.used != "bm25" and plan.vector is not None:
+            try:
+                near = self.semantic.nearest(
+                    notes.ws.id, plan.vector, plan.candidates + min(len(hide), plan.candidates)
+                )
+            except Exception as exc:  # the vector file failed: words still answer
+                failed = type(exc).__name__
+                near = []
+            near = [h for h in near if (h.passage.path, h.passage.section_start) not in hide][: plan.candidates]
+            semantic = [fusion.from_vector(h, parsed.words[: textindex.MAX_TERMS]) for h in near]
+        if plan.used == "hybrid":
+            chosen = fusion.fuse(lexical, semantic, limit, self.settings.fusion, self.settings.vector_weight)
+        else:
+            chosen = (semantic or lexical)[:limit]
+        named = item_ids(notes, chosen)
+        hits = [c.hit(notes.ws.id, snippet_max_chars, item_id) for c, item_id in zip(chosen, named, strict=True)]
+        # a reported file the index already holds as it is now (remember's own write) is not pending
+        behind = [rel for rel in reported[:20] if not notes.index.is_current(rel)] + reported[20:]
+        return Found(hits, notes.index.check_file(header=False), failed, behind)  # a stat: deleted or replaced?
+
+    def _answer(self, notes: WorkspaceNotes, plan: Plan, found: Found) -> api.WorkspaceHits:
+        ws_id = notes.ws.id
+        if found.hits is None:  # still rebuilding: no hits yet, and say the answer is not complete
+            log.info("search_degraded", workspace_id=ws_id, reason="index_rebuilding", mode=plan.wanted)
+            return api.WorkspaceHits(
+                hits=[],
+                stale=True,
+                pending=sorted(notes.pending)[:50],
+                mode="bm25",
+                degraded=Degraded(
+                    reason="index_rebuilding",
+                    hint="The index file is being rebuilt from the Markdown files; search again in a moment "
+                    "(`memoryctl status` shows when it is done).",
+                    message=found.problem or "",
+                ),
+            )
+        used, degraded = plan.used, plan.degraded
+        if found.vector_error is not None:
+            log.warning("vector_search_failed", workspace_id=ws_id, error=found.vector_error)
+            used = "bm25" if used == "hybrid" else used
+            degraded = Degraded(
+                reason="vector_search_failed",
+                hint="The vector index could not be read; run `memoryctl index --rebuild-vectors` if it keeps failing.",
+                message=found.vector_error,
+            )
+        if degraded is None and used != "bm25":
+            embedded, total = self.semantic.coverage(ws_id)
+            if embedded < total:  # vectors trail the text index: say the meaning side is not complete yet
+                degraded = Degraded(
+                    reason="vectors_behind",
+                    hint="Search mixes BM25 with the passages embedded so far; `memoryctl status` shows the progress.",
+                    message=f"{embedded} of {total} passages embedded",
+                )
+        if degraded is not None and degraded.reason != "vectors_behind":
+            log.info("search_degraded", workspace_id=ws_id, reason=degraded.reason, mode=plan.wanted)
+        return api.WorkspaceHits(
+            hits=found.hits,
+            stale=bool(found.behind) or notes.full_rescan,
+            pending=found.behind,
+            mode=used,
+            degraded=degraded,
+        )
+
+
+def hidden(notes: WorkspaceNotes) -> set[tuple[str, int]]:
+    """(path, first line) of every indexed section a tombstone names, every window of a block longer than
+    chunk_max_lines included (worker thread). Worked out again only when the index or the tombstones changed."""
+    tombstones = items.forgotten(notes.root)
+    if not tombstones:
+        return set()
+    key = (notes.index.last_write, id(tombstones))
+    if notes.hidden[0] == key:
+        return notes.hidden[1]
+    wanted: dict[str, set[tuple[str, str]]] = {}
+    for t in tombstones.values():
+        wanted.setdefault(str(t.get("path")), set()).add(items.section_key(t))
+    out = set()
+    for path, keys in wanted.items():
+        hiding = False  # the last block that started was forgotten: its later windows go with it
+        for start, _end, heading, text in notes.index.sections(path):
+            first, _, rest = text.partition("\n")
+            if heading and first.removeprefix("\ufeff").strip() != heading:  # a later window of a long block
+                if hiding:
+                    out.add((path, start))
+                continue
+            hiding = items.names(keys, items.key_of(heading, rest.split("\n")))
+            if hiding:
+                out.add((path, start))
+    notes.hidden = (key, out)
+    return out
+
+
+def item_ids(notes: WorkspaceNotes, chosen: list[Candidate]) -> list[str | None]:
+    """For each candidate, the id of the remembered entry it lies in, or None (worker thread)."""
+    ids = notes.item_ids.current(notes.root)
+    sections: dict[str, list[tuple[int, int, str, str]]] = {}
+    out: list[str | None] = []
+    for c in chosen:
+        path = c.passage.path
+        if path not in ids.paths:
+            out.append(None)
+            continue
+        if path not in sections:
+            sections[path] = notes.index.sections(path)
+        out.append(itemids.lookup(ids, sections[path], path, c.passage.section_start))
+    return out
