@@ -90,6 +90,7 @@ class App:
                 state_dir=settings.dirs.workspaces_state,
                 budget_chars=settings.context_budget_chars,
                 dynamic_max_chars=settings.context_dynamic_max_chars,
+                min_relevance=settings.recall_min_relevance,
                 snapshot_ttl_s=settings.context_snapshot_ttl_hours * 3600,
                 snapshot_max_files=settings.context_snapshot_max_files,
                 memory_max_bytes=settings.index_max_file_bytes,

@@ -142,9 +142,11 @@ class Settings:
         "degraded reason query_embedding_timeout.",
     )
     search_fusion: str = _setting(
-        "weighted",
-        "How hybrid search fuses BM25 and vectors: weighted (each side's scores scaled 0-1, summed with "
-        "search_vector_weight) or rrf (reciprocal rank fusion). Measured in docs/decisions/0008.",
+        "calibrated",
+        "How hybrid search fuses BM25 and vectors: calibrated (each side on one scale — the share of the question's "
+        "word weight a passage says, the similarity above the query's noise floor — the stronger side leading; "
+        "decision 0011), weighted (each side's scores scaled by its own best, summed with search_vector_weight) or "
+        "rrf (reciprocal rank fusion). Measured in docs/decisions/0008 and 0011.",
     )
     search_vector_weight: float = _setting(
         0.3, "The meaning side's share in hybrid fusion, 0-1 (0.5: equal; lower leans on words)."
@@ -164,6 +166,11 @@ class Settings:
         "hook context); a request's budget_chars may lower it.",
     )
     context_dynamic_max_chars: int = _setting(6000, "Ceiling of context's dynamic part (recall, recent notes).")
+    recall_min_relevance: float = _setting(
+        0.55,
+        "What a recalled passage needs to be injected into a prompt (the hooks, context.dynamic): its calibrated "
+        "relevance, 0-1 (search hits carry it). Higher injects less; 0 injects whatever search finds.",
+    )
     context_snapshot_ttl_hours: float = _setting(
         24.0, "A session's stable snapshot is reused this long after it was made; 0: never reused."
     )
@@ -211,8 +218,8 @@ def _coerce(f: dataclasses.Field[Any], raw: Any, origin: str) -> Any:
         raise SettingsError(
             f"{origin}: embedding_provider must be auto, none, use-m3, e5-small or openai-compatible, got {raw!r}"
         )
-    if f.name == "search_fusion" and value not in {"rrf", "weighted"}:
-        raise SettingsError(f"{origin}: search_fusion must be rrf or weighted, got {raw!r}")
+    if f.name == "search_fusion" and value not in {"calibrated", "rrf", "weighted"}:
+        raise SettingsError(f"{origin}: search_fusion must be calibrated, rrf or weighted, got {raw!r}")
     if f.name == "search_vector_weight" and value > 1:
         raise SettingsError(f"{origin}: search_vector_weight must be in (0, 1], got {raw!r}")
     if f.name == "context_budget_chars" and value < 1000:

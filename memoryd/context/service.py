@@ -43,6 +43,8 @@ class ContextSettings:
     recall_limit: int = 6
     recall_snippet_chars: int = 400
     recent_days: int = 3
+    min_relevance: float = 0.55  # a recalled passage is injected only at this calibrated relevance or above
+    relative_cut: float = 0.85  # … and at this share of the best one's: a clear answer is not padded with near-misses
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +146,8 @@ class ContextService:
         except AppError as exc:  # the index is being rebuilt, …: the stable part and recent notes still answer
             degraded = Degraded(reason=exc.name, message=exc.message)
         else:
+            best = max((h.relevance for h in found.hits), default=0.0)
+            floor = max(self.settings.min_relevance, self.settings.relative_cut * best)
             items = [
                 ContextItem(
                     path=h.path,
@@ -154,8 +158,10 @@ class ContextService:
                     score=h.score,
                 )
                 for h in found.hits
+                # only what answers: an unrelated prompt ("write a haiku about cats") injects nothing
+                if h.relevance >= floor
                 # candidate rules are low-confidence and unreviewed: `search` shows them, a prompt never gets them
-                if (h.path != render.MEMORY_FILE or not dynamic.shown_in(stable_text, strip_private(h.snippet)))
+                and (h.path != render.MEMORY_FILE or not dynamic.shown_in(stable_text, strip_private(h.snippet)))
                 and not h.path.startswith(f"{CANDIDATES}/")
             ]
             if found.stale:

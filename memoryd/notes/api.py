@@ -37,6 +37,12 @@ class SearchHit(Wire):
         "with search_vector_weight (0-2); rrf, reciprocal rank fusion of the two rankings."
     )
     via: str = Field(default="bm25", description="What found it: bm25, vector, or bm25+vector.")
+    relevance: float = Field(
+        default=0.0,
+        description="Calibrated, 0-1, comparable across queries and modes: how well the passage answers (bm25: the "
+        "share of the question's word weight it says; vector: its similarity above the query's own noise floor; "
+        "hybrid: both combined). The prompt hook and context.dynamic inject only hits above recall_min_relevance.",
+    )
     item_id: str | None = Field(
         default=None,
         description="The id (ent_…) of the remembered entry the passage lies in: `forget` takes it. Absent "

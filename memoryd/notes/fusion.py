@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from memoryd.notes import api
@@ -15,6 +16,9 @@ from memoryd.text import passages, textindex
 
 RRF_K = 60  # reciprocal rank fusion's constant (Cormack et al. 2009): measured in docs/decisions/0008
 FUSION_CANDIDATES = 20  # passages each side brings to a hybrid fusion (at least twice the limit)
+FLOOR_RANK = 40  # the vector side's noise floor is the similarity of this many nearest passages' last
+VECTOR_SCALE = 1.5  # a vector strength counts this much against a lexical one (tuned: decision 0011)
+AGREEMENT = 0.3  # what the weaker side adds when both found a passage (tuned: decision 0011)
 
 
 @dataclass(slots=True)
@@ -26,6 +30,7 @@ class Candidate:
     score: float
     ident: bool = False  # says one of the query's identifiers: stays on top
     via: str = "bm25"  # bm25, vector, or bm25+vector once fused
+    strength: float = 0.0  # calibrated 0-1 on its side's scale (see from_lexical, from_vector): the hit's relevance
 
     def hit(self, workspace_id: str, snippet_max_chars: int, item_id: str | None = None) -> api.SearchHit:
         p = self.passage
@@ -42,11 +47,30 @@ class Candidate:
             score=round(self.score, 6),
             via=self.via,
             item_id=item_id,
+            relevance=round(self.strength, 4),
         )
 
 
-def from_lexical(found: list[Hit], words: list[str], idents: set[str], limit: int) -> list[Candidate]:
-    """The BM25 side: the passages of the sections the index found, ranked (text/passages.py)."""
+def coverage(matched: tuple[str, ...], weights: dict[str, float], mass: float) -> float:
+    """How much of the question a passage says: the inverse document frequency of the query's words it says, over
+    the question's own (``mass``, every content word counted, those no note holds at their highest). A line that
+    matches one common word of a long question is weak however it ranks among the other weak ones."""
+    if mass <= 0:
+        return 0.0
+    return min(1.0, sum(weights.get(w, 0.0) for w in set(matched)) / mass)
+
+
+def from_lexical(
+    found: list[Hit],
+    words: list[str],
+    idents: set[str],
+    limit: int,
+    weights: dict[str, float] | None = None,
+    mass: float = 0.0,
+) -> list[Candidate]:
+    """The BM25 side: the passages of the sections the index found, ranked (text/passages.py). ``weights`` (word →
+    idf) and ``mass`` (the question's total) make each passage's strength its :func:`coverage`; a passage that says
+    one of the query's identifiers is full strength."""
     words = words[: textindex.MAX_TERMS]  # a pasted 10 kB question: bounded work
     sections = [(h.score, h.text.split("\n")) for h in found]
     out = []
@@ -61,14 +85,26 @@ def from_lexical(found: list[Hit], words: list[str], idents: set[str], limit: in
             section_lines=section.end_line - section.start_line + 1,
             text="\n".join(sections[n][1][p.start : p.end]),
         )
-        out.append(Candidate(passage, p.matched, score, ident=not idents.isdisjoint(p.matched)))
+        ident = not idents.isdisjoint(p.matched)
+        strength = 1.0 if ident else coverage(p.matched, weights or {}, mass)
+        out.append(Candidate(passage, p.matched, score, ident=ident, strength=strength))
     return out
 
 
-def from_vector(hit: VectorHit, words: list[str]) -> Candidate:
-    """The vector side: a passage near the query, scored by its cosine similarity."""
+def from_vector(hit: VectorHit, words: list[str], floor: float = 0.0) -> Candidate:
+    """The vector side: a passage near the query, scored by its cosine similarity; its strength is how far that
+    similarity stands above ``floor``, the query's own noise level in this workspace (:func:`noise_floor`), on
+    the way to 1, times VECTOR_SCALE (capped at 1): on the scale of a lexical passage's coverage."""
     folded = hit.passage.text.lower()
-    return Candidate(hit.passage, tuple(w for w in words if w in folded), 1.0 - hit.distance, via="vector")
+    cosine = 1.0 - hit.distance
+    strength = min(1.0, VECTOR_SCALE * max(0.0, cosine - floor) / max(1e-6, 1.0 - floor))
+    return Candidate(hit.passage, tuple(w for w in words if w in folded), cosine, via="vector", strength=strength)
+
+
+def noise_floor(cosines: list[float]) -> float:
+    """What an unrelated passage scores for this query here: the similarity of the last of the nearest passages
+    asked for (most of them are not the answer), which calibrates every model's cosines to the workspace."""
+    return cosines[-1] if cosines else 0.0
 
 
 def fuse(
@@ -84,6 +120,8 @@ def fuse(
     ``rrf``: reciprocal rank fusion, each side's 1 / (K + rank) weighted (a passage both found adds both);
     ``weighted``: a weighted sum of each side's score scaled to 0-1 (BM25 by its best; cosine similarity
     min-max over the candidates). ``vector_weight`` is the meaning side's share (0-1)."""
+    if method == "calibrated":
+        return _calibrated(lexical, semantic, limit)
     weights = (2 * (1 - vector_weight), 2 * vector_weight)  # 0.5: both 1, as plain RRF
     fused: dict[tuple[str, int, int], Candidate] = {}
     for side, ranking in enumerate((lexical, semantic)):
@@ -105,7 +143,41 @@ def fuse(
                 seen.score += share
                 seen.via = "bm25+vector"
                 seen.ident = seen.ident or c.ident
-    ordered = sorted(fused.values(), key=lambda c: (not c.ident, -c.score, c.passage.path, c.passage.start_line))
+    return _best(fused.values(), limit)
+
+
+def _calibrated(lexical: list[Candidate], semantic: list[Candidate], limit: int) -> list[Candidate]:
+    """Each passage scores by its stronger side, plus a share of the weaker one when both found it: both sides'
+    strengths are already on one scale (coverage of the question; similarity above the noise floor), so a weak
+    one-word match can never bury a passage whose meaning answers, and words that answer whole stay on top."""
+    both: dict[tuple[str, int, int], tuple[Candidate | None, Candidate | None]] = {}
+    for c in lexical:
+        both[(c.passage.path, c.passage.start_line, c.passage.lines)] = (c, None)
+    for c in semantic:
+        key = (c.passage.path, c.passage.start_line, c.passage.lines)
+        both[key] = (both.get(key, (None, None))[0], c)
+    fused = []
+    for words, meaning in both.values():
+        lexical_strength = words.strength if words is not None else 0.0
+        vector_strength = meaning.strength if meaning is not None else 0.0
+        high, low = max(lexical_strength, vector_strength), min(lexical_strength, vector_strength)
+        first = words if words is not None else meaning
+        assert first is not None
+        score = high + AGREEMENT * low
+        fused.append(
+            dataclasses.replace(
+                first,
+                score=score,
+                strength=min(1.0, score),
+                via="bm25+vector" if words is not None and meaning is not None else first.via,
+            )
+        )
+    return _best(fused, limit)
+
+
+def _best(fused: Iterable[Candidate], limit: int) -> list[Candidate]:
+    """The best ``limit``: identifiers first, then by score; near-duplicates collapsed into the best of them."""
+    ordered = sorted(fused, key=lambda c: (not c.ident, -c.score, c.passage.path, c.passage.start_line))
     out: list[Candidate] = []
     texts: set[bytes] = set()
     for c in ordered:

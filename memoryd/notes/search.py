@@ -145,19 +145,22 @@ class SearchPipeline:
                 if problem is None:
                     raise
                 return Found(None, problem, None, reported)
-            lexical = fusion.from_lexical(found, parsed.words + added, set(parsed.idents), plan.candidates)
+            weights, mass = word_weights(notes, parsed.words, added)
+            lexical = fusion.from_lexical(
+                found, parsed.words + added, set(parsed.idents), plan.candidates, weights, mass
+            )
         semantic: list[Candidate] = []
         failed = plan.vector_error
         if plan.used != "bm25" and plan.vector is not None:
+            wanted = max(plan.candidates, fusion.FLOOR_RANK) + min(len(hide), plan.candidates)
             try:
-                near = self.semantic.nearest(
-                    notes.ws.id, plan.vector, plan.candidates + min(len(hide), plan.candidates)
-                )
+                near = self.semantic.nearest(notes.ws.id, plan.vector, wanted)
             except Exception as exc:  # the vector file failed: words still answer
                 failed = type(exc).__name__
                 near = []
+            floor = fusion.noise_floor([1.0 - h.distance for h in near]) if len(near) >= fusion.FLOOR_RANK else 0.0
             near = [h for h in near if (h.passage.path, h.passage.section_start) not in hide][: plan.candidates]
-            semantic = [fusion.from_vector(h, parsed.words[: textindex.MAX_TERMS]) for h in near]
+            semantic = [fusion.from_vector(h, parsed.words[: textindex.MAX_TERMS], floor) for h in near]
         if plan.used == "hybrid":
             chosen = fusion.fuse(lexical, semantic, limit, self.settings.fusion, self.settings.vector_weight)
         else:
@@ -254,3 +257,15 @@ def item_ids(notes: WorkspaceNotes, chosen: list[Candidate]) -> list[str | None]
             sections[path] = notes.index.sections(path)
         out.append(itemids.lookup(ids, sections[path], path, c.passage.section_start))
     return out
+
+
+def word_weights(notes: WorkspaceNotes, words: list[str], added: list[str]) -> tuple[dict[str, float], float]:
+    """Each searched word's weight (its idf in this workspace) and the question's total: its content words, those
+    no note holds at their highest; the dictionary's words weigh what they weigh but add nothing to the total."""
+    words = words[: textindex.MAX_TERMS]
+    content = [w for w in words if w not in textindex.STOP_WORDS] or words
+    tokens = {w: textindex.index_token(w) for w in [*content, *added]}
+    idf = notes.index.idf(sorted({t for t in tokens.values() if t}))
+    top = max(idf.values(), default=1.0)
+    weights = {w: idf[t] if t else top for w, t in tokens.items()}
+    return weights, sum(weights[w] for w in set(content))

@@ -22,7 +22,7 @@ class NotesSettings:
     remember_max_bytes: int
     merge_idle_s: float
     semantic: SemanticSettings
-    fusion: str = "weighted"  # how hybrid search fuses its two rankings: weighted or rrf (decision 0008)
+    fusion: str = "calibrated"  # how hybrid search fuses its two rankings: calibrated, weighted or rrf (0008, 0011)
     vector_weight: float = 0.3  # the meaning side's share in that fusion (0-1)
     dictionary: bool = True  # expand BM25 queries across Chinese and English with CC-CEDICT (decision 0008)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import threading
 import time
@@ -562,6 +563,25 @@ class NoteIndex:
             return self.merge_pending
 
     # --- reading ------------------------------------------------------------------------------------------
+
+    def idf(self, tokens: list[str]) -> dict[str, float]:
+        """Each token's inverse document frequency over the chunks, as BM25 weighs it (``ln(1 + (N - n + 0.5) /
+        (n + 0.5))``; a token no chunk holds weighs most). Frequencies are cached as :meth:`prune` caches them."""
+        total = self._chunk_count
+        with self._reading() as reader:
+            if reader is None:
+                raise IndexUnavailable("index is not open")
+            if abs(total - self._df_basis) > total // 100:
+                self._df_cache.clear()
+                self._df_basis = total
+            frequency = self._df_cache
+            for token in tokens:
+                if token not in frequency:
+                    row = reader.execute("SELECT doc FROM chunks_vocab WHERE term = ?", (token,)).fetchone()
+                    if len(frequency) > 100_000:
+                        frequency.clear()
+                    frequency[token] = int(row[0]) if row else 0
+            return {t: math.log(1 + (total - frequency[t] + 0.5) / (frequency[t] + 0.5)) for t in tokens}
 
     def prune(self, terms: list[textindex.Term]) -> list[textindex.Term]:
         """Drop very common single-word terms when a rarer word that occurs remains (an adaptive stop list).
