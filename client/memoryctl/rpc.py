@@ -160,7 +160,7 @@ def start_daemon(path: str, wait_s: float = 15.0) -> None:
     """Start ``memoryd serve`` in the background (its own session) and wait until it answers ping."""
     import subprocess
 
-    from memoryctl.paths import resolve_dirs
+    from memorydirs import resolve_dirs
 
     log_file = resolve_dirs().log_file
     os.makedirs(os.path.dirname(log_file), mode=0o700, exist_ok=True)
@@ -207,7 +207,7 @@ def connect(path: str, timeout: float, autostart: bool) -> Connection:
 
 
 def owner_token() -> str | None:
-    from memoryctl.paths import resolve_dirs
+    from memorydirs import resolve_dirs
 
     try:
         with open(resolve_dirs().owner_token, encoding="ascii") as f:
