@@ -7,6 +7,9 @@ import json
 import subprocess
 import sys
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from memoryctl.cli import EXIT_CODES
 
 from memoryd.errors import SPECS
@@ -167,3 +170,35 @@ def test_a_plain_search_builds_no_parser() -> None:
     out = subprocess.run([sys.executable, "-c", PLAIN_SEARCH], capture_output=True, text=True, timeout=60, env=env)
     assert "CODE 3 NO-ARGPARSE" in out.stderr, out.stderr
     assert json.loads(out.stdout)["error"]["name"] == "DAEMON_UNAVAILABLE"
+
+
+# --- memoryctl.wire: json.dumps/json.loads through _json, without the json package's start-up ------------------
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(JSON_VALUES)
+def test_wire_writes_and_reads_json_as_the_json_package_does(value: object) -> None:
+    from memoryctl import wire
+
+    for ensure_ascii in (True, False):
+        for separators in ((", ", ": "), (",", ":")):
+            expected = json.dumps(value, ensure_ascii=ensure_ascii, separators=separators)
+            assert wire.dumps(value, ensure_ascii=ensure_ascii, separators=separators) == expected
+            read = wire.loads(f" {expected}\n")
+            assert json.dumps(read) == json.dumps(json.loads(expected))  # NaN != NaN: compare the text
+            assert json.dumps(wire.loads(expected.encode("utf-8", "surrogatepass"))) == json.dumps(read)
+
+
+@pytest.mark.parametrize("text", ["", " ", "{", '{"a": 1} x', "[1,]", "nul", '"\\ud800', "\x00", "[" * 100_000])
+def test_wire_refuses_what_json_refuses(text: str) -> None:
+    from memoryctl import wire
+
+    with pytest.raises((ValueError, RecursionError)):
+        json.loads(text)
+    with pytest.raises((ValueError, RecursionError)):
+        wire.loads(text)

@@ -2,7 +2,7 @@
 workspace a command runs in, output (text or the JSON envelope), error emission and exit codes, the connection.
 
 Standard library only, and light: argparse is imported only when a parser is built (`memoryctl search` with a plain
-command line never builds one — see cli.py), json only when something is printed as JSON.
+command line never builds one — see quick.py); JSON goes through memoryctl.wire, not the json package.
 """
 
 from __future__ import annotations
@@ -156,9 +156,9 @@ def write(text: str) -> None:
 
 def to_json(value: Any, ascii: bool = False) -> str:
     """One JSON line as `--json` prints it: UTF-8 text kept as is (``ascii``: escaped, as `install --json` has)."""
-    import json
+    from memoryctl import wire
 
-    return json.dumps(value, ensure_ascii=ascii)
+    return wire.dumps(value, ensure_ascii=ascii)
 
 
 def emit_error(args: Args | None, name: str, message: str, hint: str, extra: dict[str, Any] | None = None) -> None:
