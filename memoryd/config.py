@@ -11,19 +11,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memoryctl import paths
+import memorydirs
 
 
 @dataclass(frozen=True, slots=True)
 class Dirs:
-    """The daemon's directories as ``Path`` objects: a typed view of ``memoryctl.paths.Dirs``, the one place that
+    """The daemon's directories as ``Path`` objects: a typed view of ``memorydirs.Dirs``, the one place that
     chooses them (MEMORYD_HOME, XDG, macOS) and names the files in them; the client and the daemon never disagree."""
 
-    where: paths.Dirs
+    where: memorydirs.Dirs
 
     @classmethod
     def resolve(cls, home: str | None = None) -> Dirs:
-        return cls(paths.resolve_dirs(home))
+        return cls(memorydirs.resolve_dirs(home))
 
     @property
     def home(self) -> Path | None:
@@ -180,7 +180,7 @@ class Settings:
 
     # Not settings proper: where things are. Filled by load_settings.
     dirs: Dirs = field(default_factory=Dirs.resolve, metadata={"internal": True})
-    socket: Path = field(default_factory=lambda: Path(paths.socket_path()), metadata={"internal": True})
+    socket: Path = field(default_factory=lambda: Path(memorydirs.socket_path()), metadata={"internal": True})
 
 
 def public_fields() -> list[dataclasses.Field[Any]]:
@@ -255,4 +255,4 @@ def load_settings(
     for name, raw in (overrides or {}).items():
         if raw is not None:
             values[name] = _coerce(fields[name], raw, f"--{name.replace('_', '-')}")
-    return Settings(dirs=dirs, socket=Path(paths.socket_path(socket, home)), **values)
+    return Settings(dirs=dirs, socket=Path(memorydirs.socket_path(socket, home)), **values)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TextIO
 from xml.sax.saxutils import escape as _xml_escape
 
-from memoryctl.paths import SOCKET_NAME, resolve_dirs, socket_path
+from memorydirs import SOCKET_NAME, resolve_dirs, socket_path
 
 from memoryd.fsio import atomic_write, make_private_dir
 

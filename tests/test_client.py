@@ -7,6 +7,9 @@ import json
 import subprocess
 import sys
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from memoryctl.cli import EXIT_CODES
 
 from memoryd.errors import SPECS
@@ -15,14 +18,14 @@ from tests.conftest import ROOT, Daemon, short_tmp
 PROBE = """
 import sys
 before = set(sys.modules)
-import memoryctl, memoryctl.cli, memoryctl.rpc, memoryctl.paths
+import memoryctl, memoryctl.cli, memoryctl.rpc, memorydirs
 try:
     memoryctl.cli.main(["--help"])
 except SystemExit:
     pass
 stdlib = set(sys.stdlib_module_names)
 third_party = sorted(m for m in set(sys.modules) - before
-                     if m.split(".")[0] not in stdlib and m.split(".")[0] != "memoryctl")
+                     if m.split(".")[0] not in stdlib and m.split(".")[0] not in ("memoryctl", "memorydirs"))
 print("THIRD-PARTY:" + ",".join(third_party))
 """
 
@@ -85,3 +88,117 @@ def test_init_registers_the_project_root(daemon: Daemon) -> None:
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["data"]["path"] == str(project)
     assert (project / "memory").is_dir()
+
+
+# --- the quick reader (issue 20 item 9): a plain `memoryctl search` line skips argparse, with the same result ---
+
+QUICK_LINES = [
+    ["search", "x"],
+    ["search", "串口超时 flow control"],
+    ["--json", "search", "x"],
+    ["search", "x", "--json"],
+    ["search", "x", "-n", "3"],
+    ["search", "--limit", "5", "x"],
+    ["search", "x", "--limit", " 7 "],
+    ["search", "x", "--mode", "bm25"],
+    ["search", "x", "--mode", "vector", "--mode", "hybrid"],
+    ["-w", "/tmp/p", "search", "x"],
+    ["search", "x", "-w", "ws_0123456789ab"],
+    ["-w", "a", "search", "x", "--workspace", "b"],
+    ["--timeout", "2.5", "search", "x"],
+    ["search", "x", "--timeout", "1e3", "--autostart"],
+    ["search", "x", "--all"],
+    ["search", "x", "--snippet-max-chars", "50"],
+    ["--socket", "/tmp/s.sock", "search", "x"],
+    ["--workspace", "search", "search", "x"],
+    ["search", ""],
+    ["search", "x", "--limit", "0"],
+]
+ARGPARSE_LINES = [  # the quick reader hands these to argparse (usage errors, help, forms it does not read)
+    ["search", "x", "--mode", "nope"],
+    ["--timeout", "0", "search", "x"],
+    ["--timeout", "nan", "search", "x"],
+    ["--all", "search", "x"],
+    ["search", "x", "y"],
+    ["search"],
+    ["search", "--limit=5", "x"],
+    ["search", "-n5", "x"],
+    ["search", "x", "--lim", "5"],
+    ["search", "-x"],
+    ["search", "-"],
+    ["search", "x", "--limit", "-5"],
+    ["search", "x", "--limit", "abc"],
+    ["search", "x", "--help"],
+    ["search", "x", "-w"],
+    ["search", "x", "--", "y"],
+]
+
+
+def _argparse_args(line: list[str]) -> dict[str, object] | None:
+    from memoryctl.cli import build_parser
+    from memoryctl.common import Args
+
+    try:
+        return vars(build_parser("search").parse_args(line, namespace=Args()))
+    except SystemExit:
+        return None
+
+
+def test_the_quick_reader_reads_plain_search_lines_as_argparse_does() -> None:
+    from memoryctl import quick
+    from memoryctl.verbs import notes
+
+    spec = notes.QUICK["search"]
+    for line in QUICK_LINES:
+        fast = quick.parse(line, "search", spec)
+        assert fast is not None, line
+        assert vars(fast) == _argparse_args(line), line
+    for line in ARGPARSE_LINES:
+        assert quick.parse(line, "search", spec) is None, line
+
+
+PLAIN_SEARCH = """
+import sys
+from memoryctl.cli import main
+code = main(["--json", "search", "flow control", "-n", "3"])
+print("CODE", code, "ARGPARSE" if "argparse" in sys.modules else "NO-ARGPARSE", file=sys.stderr)
+"""
+
+
+def test_a_plain_search_builds_no_parser() -> None:
+    env = {"PATH": "/usr/bin:/bin", "MEMORYD_SOCKET": str(short_tmp("nosock") / "none.sock"), "HOME": "/nonexistent"}
+    out = subprocess.run([sys.executable, "-c", PLAIN_SEARCH], capture_output=True, text=True, timeout=60, env=env)
+    assert "CODE 3 NO-ARGPARSE" in out.stderr, out.stderr
+    assert json.loads(out.stdout)["error"]["name"] == "DAEMON_UNAVAILABLE"
+
+
+# --- memoryctl.wire: json.dumps/json.loads through _json, without the json package's start-up ------------------
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(JSON_VALUES)
+def test_wire_writes_and_reads_json_as_the_json_package_does(value: object) -> None:
+    from memoryctl import wire
+
+    for ensure_ascii in (True, False):
+        for separators in ((", ", ": "), (",", ":")):
+            expected = json.dumps(value, ensure_ascii=ensure_ascii, separators=separators)
+            assert wire.dumps(value, ensure_ascii=ensure_ascii, separators=separators) == expected
+            read = wire.loads(f" {expected}\n")
+            assert json.dumps(read) == json.dumps(json.loads(expected))  # NaN != NaN: compare the text
+            assert json.dumps(wire.loads(expected.encode("utf-8", "surrogatepass"))) == json.dumps(read)
+
+
+@pytest.mark.parametrize("text", ["", " ", "{", '{"a": 1} x', "[1,]", "nul", '"\\ud800', "\x00", "[" * 100_000])
+def test_wire_refuses_what_json_refuses(text: str) -> None:
+    from memoryctl import wire
+
+    with pytest.raises((ValueError, RecursionError)):
+        json.loads(text)
+    with pytest.raises((ValueError, RecursionError)):
+        wire.loads(text)

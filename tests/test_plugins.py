@@ -46,7 +46,10 @@ def test_every_hook_and_server_runs_a_script_of_the_plugin() -> None:
         for group in groups:
             for hook in group["hooks"]:
                 # exec form: no shell, so a plugin root with spaces or quotes in its path needs no quoting
-                assert (hook["command"], hook["args"]) == ("${CLAUDE_PLUGIN_ROOT}/bin/memoryd-hook", ["claude", event])
+                # SessionStart may start the daemon (--autostart): a reboot without a service is not a memoryless session
+                first = ["--autostart"] if event == "SessionStart" else []
+                want = ("${CLAUDE_PLUGIN_ROOT}/bin/memoryd-hook", [*first, "claude", event])
+                assert (hook["command"], hook["args"]) == want
     assert all("${CLAUDE_PLUGIN_ROOT}" in c for c in commands)
     server = json.loads((PLUGIN / ".mcp.json").read_text())["mcpServers"]["memoryd"]
     for script in ("memoryd-hook", Path(server["command"]).name):

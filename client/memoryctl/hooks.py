@@ -288,7 +288,8 @@ def _status(host: str, message: str) -> dict[str, Any] | None:
 def _start_daemon(socket_opt: str | None, wait_s: float) -> str | None:
     """Start memoryd in the background and wait at most ``wait_s`` for it: None once it answers, else what to tell
     the person (it goes on starting: the next prompts have memory)."""
-    from memoryctl.paths import resolve_dirs, socket_path
+    from memorydirs import resolve_dirs, socket_path
+
     from memoryctl.rpc import ClientError, start_daemon
 
     try:
@@ -307,7 +308,8 @@ def _context(event: str, text: str) -> dict[str, Any]:
 
 
 def _call(socket_opt: str | None, deadline: float, method: str, params: dict[str, Any]) -> Any:
-    from memoryctl.paths import socket_path
+    from memorydirs import socket_path
+
     from memoryctl.rpc import Connection
 
     with Connection(socket_path(socket_opt), deadline) as conn:

@@ -1,14 +1,18 @@
-"""Talk to memoryd: one JSON-RPC 2.0 request per line over the Unix socket. Standard library only."""
+"""Talk to memoryd: one JSON-RPC 2.0 request per line over the Unix socket. Standard library only.
+
+The socket is ``_socket``'s and the JSON ``memoryctl.wire``'s: the socket and json packages add enum, selectors and
+re to every start (~7 ms of `memoryctl search`), and a Unix socket needs nothing they add.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import json
 import os
-import socket
 import sys
 import time
+from _socket import AF_UNIX, SOCK_STREAM, socket
+
+from memoryctl import wire
 
 TYPE_CHECKING = False  # `import typing` costs ~3 ms of start-up
 if TYPE_CHECKING:
@@ -64,7 +68,7 @@ class Connection:
         deadline = time.monotonic() + timeout
         delay = 0.005
         while True:
-            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock = socket(AF_UNIX, SOCK_STREAM)
             self.sock.settimeout(timeout)
             try:
                 self.sock.connect(path)
@@ -100,7 +104,7 @@ class Connection:
 
     def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
         request = {"jsonrpc": "2.0", "method": method, "params": params or {}, "id": next(_ids)}
-        line = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+        line = wire.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
         busy_until = time.monotonic() + min(BUSY_RETRY_S, self.timeout)
         delay = 0.01
         while True:
@@ -131,7 +135,7 @@ class Connection:
         except (BrokenPipeError, ConnectionResetError) as exc:
             raise unavailable(self.path, exc.strerror or "connection lost") from None
         try:
-            message = json.loads(reply)
+            message = wire.loads(reply)
         except ValueError:
             raise ClientError("PROTOCOL_ERROR", "memoryd sent a line that is not JSON", "Update memoryd.", 5) from None
         if not isinstance(message, dict):
@@ -158,9 +162,10 @@ class Connection:
 
 def start_daemon(path: str, wait_s: float = 15.0) -> None:
     """Start ``memoryd serve`` in the background (its own session) and wait until it answers ping."""
+    import contextlib
     import subprocess
 
-    from memoryctl.paths import resolve_dirs
+    from memorydirs import resolve_dirs
 
     log_file = resolve_dirs().log_file
     os.makedirs(os.path.dirname(log_file), mode=0o700, exist_ok=True)
@@ -207,7 +212,7 @@ def connect(path: str, timeout: float, autostart: bool) -> Connection:
 
 
 def owner_token() -> str | None:
-    from memoryctl.paths import resolve_dirs
+    from memorydirs import resolve_dirs
 
     try:
         with open(resolve_dirs().owner_token, encoding="ascii") as f:

@@ -1,14 +1,15 @@
 """memoryctl's evidence-to-rules verbs: observe, compile prepare/apply, resolve, rules search/show/diff,
 timeline, candidates list/promote/reject.
 
-cli.py imports this module only when one of these verbs runs, so `memoryctl ping` and the hooks never pay for it.
+cli.py imports this module only when one of these verbs runs (memoryctl.verbs.group), so `memoryctl search` and
+the hooks never pay for it.
 """
 
 from __future__ import annotations
 
 import json
 
-from memoryctl.cli import EXIT_APP, Usage, read_capped, workspace_of
+from memoryctl.common import EXIT_APP, EXIT_OK, Args, Usage, read_capped, workspace_of
 from memoryctl.rpc import ClientError
 
 TYPE_CHECKING = False  # `import typing` costs ~3 ms of start-up
@@ -16,7 +17,10 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any
 
-    from memoryctl.cli import Render
+    from memoryctl.quick import Spec
+    from memoryctl.rpc import Connection
+
+QUICK: dict[str, Spec] = {}  # every line of these verbs is read by argparse
 
 # --- parsers ------------------------------------------------------------------------------------------------
 
@@ -85,10 +89,14 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
             move.add_argument("--dry-run", action="store_true", help="show the planned writes only")
 
 
-# --- params: each verb returns (method, params, renderer) --------------------------------------------------
+def local(args: Args, path: str, timeout: float) -> int | None:
+    return None  # every verb here is a call
 
 
-def _pick(args: argparse.Namespace, params: dict[str, Any], *names: str) -> dict[str, Any]:
+# --- calls ------------------------------------------------------------------------------------------------------
+
+
+def _pick(args: Args, params: dict[str, Any], *names: str) -> dict[str, Any]:
     """Copy the options that were given into params; the options are named like the wire's fields."""
     for name in names:
         value = getattr(args, name, None)
@@ -120,7 +128,7 @@ def _read_response(source: str) -> dict[str, Any]:
     return _json_object(read_capped(source, what, hint), what, hint)
 
 
-def call(args: argparse.Namespace) -> tuple[str, dict[str, Any], Render]:
+def call(args: Args) -> tuple[str, dict[str, Any]]:
     verb: str = args.verb
     action: str = getattr(args, "action", "")
     method = f"{verb}.{action}" if action else verb
@@ -133,27 +141,34 @@ def call(args: argparse.Namespace) -> tuple[str, dict[str, Any], Render]:
         )
         if args.data is not None:
             params["data"] = _json_object(args.data, "--data", "Quote the object for the shell: --data '{\"k\": 1}'.")
-        return method, _pick(args, params, "run_id", "model_id", "fw_version", "tags", "dry_run"), _render_observe
+        return method, _pick(args, params, "run_id", "model_id", "fw_version", "tags", "dry_run")
     if method == "compile.prepare":
-        out = args.out
-        return method, _pick(args, params, "run_id", "model_id", "since", "restart"), lambda r: _render_prepare(r, out)
+        return method, _pick(args, params, "run_id", "model_id", "since", "restart")
     if method == "compile.apply":
         params["response"] = _read_response(args.in_file)
-        return method, _pick(args, params, "dry_run"), _render_apply
+        return method, _pick(args, params, "dry_run")
     if verb == "resolve":
-        return method, _pick(args, params, "model_id", "fw_version", "instance_id"), _render_resolve
+        return method, _pick(args, params, "model_id", "fw_version", "instance_id")
     if method == "rules.search":
-        params = _pick(args, params, "query", "model_id", "fw_version", "layer", "limit")
-        return method, params, lambda r: _render_rule_list(r["rules"], "no rules", r["total"])
+        return method, _pick(args, params, "query", "model_id", "fw_version", "layer", "limit")
     if method in ("rules.show", "rules.diff"):
-        params = _pick(args, params, "rule_id", "layer", "from_rev", "to_rev")
-        return method, params, _render_show if action == "show" else _render_diff
+        return method, _pick(args, params, "rule_id", "layer", "from_rev", "to_rev")
     if verb == "timeline":
-        return method, _pick(args, params, "since", "until", "run_id", "limit"), _render_timeline
+        return method, _pick(args, params, "since", "until", "run_id", "limit")
     if method == "candidates.list":
-        return method, _pick(args, params, "model_id"), lambda r: _render_rule_list(r["candidates"], "no candidates")
-    params = _pick(args, params, "rule_id", "model_id", "reason", "dry_run")
-    return method, params, lambda r: _render_move(r, action)
+        return method, _pick(args, params, "model_id")
+    return method, _pick(args, params, "rule_id", "model_id", "reason", "dry_run")
+
+
+def exchange(conn: Connection, args: Args, method: str, params: dict[str, Any]) -> Any:
+    result = conn.call(method, params)
+    if method == "compile.prepare" and args.out:
+        save_request(args.out, result)
+    return result
+
+
+def exit_code(args: Args, result: Any) -> int:
+    return EXIT_OK
 
 
 def save_request(path: str, result: dict[str, Any]) -> None:
@@ -175,6 +190,26 @@ def save_request(path: str, result: dict[str, Any]) -> None:
 
 
 # --- renderers ---------------------------------------------------------------------------------------------
+
+
+def render(args: Args, result: Any) -> str:
+    verb: str = args.verb
+    action: str = getattr(args, "action", "")
+    if verb == "observe":
+        return _render_observe(result)
+    if verb == "compile":
+        return _render_prepare(result, args.out) if action == "prepare" else _render_apply(result)
+    if verb == "resolve":
+        return _render_resolve(result)
+    if verb == "rules":
+        if action == "search":
+            return _render_rule_list(result["rules"], "no rules", result["total"])
+        return _render_show(result) if action == "show" else _render_diff(result)
+    if verb == "timeline":
+        return _render_timeline(result)
+    if action == "list":
+        return _render_rule_list(result["candidates"], "no candidates")
+    return _render_move(result, action)
 
 
 def _value(value: Any) -> str:

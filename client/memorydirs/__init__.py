@@ -1,4 +1,6 @@
-"""Where memoryd keeps its files. Standard library only: the daemon and the client share this module.
+"""Where memoryd keeps its files. Standard library only: the daemon (``memoryd.config``, ``memoryd.units``) and the
+client (``memoryctl``) both import this module, so neither imports the other. It ships in the wheel as its own
+top-level package and imports nothing but ``os`` and ``sys``.
 
 Order: an explicit argument, then ``MEMORYD_HOME`` (everything under one directory, as tests use it),
 then the platform default (XDG base directories on Linux, ``~/Library/Application Support/memoryd`` on macOS).

@@ -1,0 +1,84 @@
+"""The verbs of memoryctl, registered in one table: each verb's one-line help and the group module that serves it.
+
+A group module (notes, rules, admin) exports the same five functions — see ``VerbGroup`` — and a ``QUICK`` table
+(the verbs it lets skip argparse). cli.py imports only the group of the verb on the command line, so `memoryctl
+search` never loads the rules' or the installer's code.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # `import typing` costs ~3 ms of start-up
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any, Protocol
+
+    from memoryctl.common import Args
+    from memoryctl.quick import Spec
+    from memoryctl.rpc import Connection
+
+    class VerbGroup(Protocol):
+        """What a verb group module exports (a module satisfies this Protocol; mypy checks each one)."""
+
+        QUICK: dict[str, Spec]  # verbs whose plain command lines are read without argparse
+
+        def configure(self, verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+            """Add the verb's arguments (and its sub-actions' parsers) to ``p``."""
+
+        def local(self, args: Args, path: str, timeout: float) -> int | None:
+            """Run a verb that is not one call (install writes files, mcp serves); None for a call."""
+
+        def call(self, args: Args) -> tuple[str, dict[str, Any]]:
+            """The method and params the verb sends (raises Usage for a bad command line)."""
+
+        def exchange(self, conn: Connection, args: Args, method: str, params: dict[str, Any]) -> Any:
+            """Send the call and return the result (most verbs: ``conn.call(method, params)``)."""
+
+        def render(self, args: Args, result: Any) -> str:
+            """The result for a person."""
+
+        def exit_code(self, args: Args, result: Any) -> int:
+            """The exit code once the result is printed (validate's problems exit 1)."""
+
+
+VERBS = {
+    "ping": "is the daemon alive?",
+    "status": "daemon and workspace status",
+    "workspace": "the workspace registry",
+    "init": "register the project containing the cwd",
+    "remember": "append an entry to today's daily file",
+    "search": "search memory (words and meaning; Chinese works)",
+    "get": "read lines of a memory file",
+    "index": "bring the index up to date",
+    "validate": "check layout, headings and paths",
+    "context": "what a host injects: stable rules and memory, then recall for a prompt",
+    "mcp": "serve this project's memory to an agent over MCP (stdio)",
+    "install": "configure Claude Code, Codex or OpenCode to use memoryd (hooks and MCP server)",
+    "forget": "hide a remembered entry from search and context (kept for audit; restore undoes it)",
+    "restore": "undo a recorded change by its run id (forget, compile apply, promote, restore)",
+    "observe": "record one observation (evidence)",
+    "compile": "evidence to rules: prepare a request for the LLM, apply its response",
+    "resolve": "merged facts for a model and firmware version, and why",
+    "rules": "search, show and diff rules",
+    "timeline": "observations, remembered entries and changes, newest first",
+    "candidates": "review low-confidence rules: list, promote, reject",
+    "hook": "answer a coding agent host's hook (its JSON on stdin); fails open, never blocks",
+}
+
+NOTES = ("status", "init", "remember", "search", "get", "index", "validate", "context", "forget", "restore")
+RULES = ("observe", "compile", "resolve", "rules", "timeline", "candidates")
+ADMIN = ("ping", "workspace", "mcp", "install", "hook")
+
+
+def group(verb: str) -> VerbGroup:
+    """The module serving ``verb`` (imported on first use)."""
+    if verb in NOTES:
+        from memoryctl.verbs import notes
+
+        return notes
+    if verb in RULES:
+        from memoryctl.verbs import rules
+
+        return rules
+    from memoryctl.verbs import admin
+
+    return admin

@@ -1,0 +1,110 @@
+"""memoryctl's daemon and wiring verbs: ping, the workspace registry (owner), and the two verbs that are not one
+call — install (writes a host's configuration) and mcp (serves MCP on stdio) — plus `hook`'s help (a hook itself
+is answered by memoryctl.hooks before any parser is built)."""
+
+from __future__ import annotations
+
+import os
+
+from memoryctl.common import EXIT_OK, Args, Usage, project_root, to_json, workspace_of, write
+from memoryctl.rpc import owner_token
+
+TYPE_CHECKING = False  # `import typing` costs ~3 ms of start-up
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+    from memoryctl.quick import Spec
+    from memoryctl.rpc import Connection
+
+QUICK: dict[str, Spec] = {}
+HOSTS = ["claude", "codex", "opencode"]
+
+
+def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    if verb == "workspace":
+        ws_sub = p.add_subparsers(dest="ws_verb", required=True, metavar="ACTION")
+        add = ws_sub.add_parser("add", parents=[common], help="register a project directory")
+        add.add_argument("path", help="the project directory")
+        add.add_argument("--name", help="a name for the workspace (default: the directory's name)")
+        ws_sub.add_parser("list", parents=[common], help="list workspaces (owner)")
+        remove = ws_sub.add_parser("remove", parents=[common], help="unregister (files are kept; owner)")
+        remove.add_argument("ref", metavar="PATH|ID", help="the project directory or its workspace id (ws_…)")
+    elif verb == "install":
+        p.add_argument("host", choices=HOSTS, help="the agent to configure")
+        p.add_argument(
+            "--scope",
+            choices=["project", "user"],
+            default="project",
+            help="this project's files (default) or your user-wide configuration",
+        )
+        p.add_argument("--print", action="store_true", help="show the files as they would be; write nothing")
+    elif verb == "hook":  # parsed here only for --help: memoryctl.hooks reads its own few words
+        p.add_argument("host", choices=HOSTS, help="the host sending the hook JSON")
+        p.add_argument("event", help="SessionStart, UserPromptSubmit, PostToolUse, PostToolUseFailure, Stop, …")
+
+
+def local(args: Args, path: str, timeout: float) -> int | None:
+    if args.verb == "install":  # files, not a call
+        return _install(args)
+    if args.verb == "mcp":  # a server, not a call: the SDK is imported only here (about a second)
+        try:
+            from memoryctl import mcp_server
+        except ImportError as exc:
+            raise Usage(f"memoryctl mcp needs the MCP SDK ({exc})", "pip install 'memoryd[mcp]'") from exc
+        return mcp_server.run(path, workspace_of(args), timeout)
+    return None
+
+
+def _install(args: Args) -> int:
+    from pathlib import Path  # not at the top: the other verbs start without it
+
+    from memoryctl import install
+
+    try:
+        changes = install.install(args.host, args.scope, Path(project_root(os.getcwd())), dry_run=args.print)
+    except install.InstallError as exc:
+        raise Usage(str(exc), exc.hint) from None
+    if args.json:
+        write(
+            to_json({"ok": True, "data": {"files": [{"path": str(p), "content": c} for p, c in changes]}}, ascii=True)
+        )
+    elif args.print:
+        write("\n".join(f"# {path}\n{content}" for path, content in changes))
+    else:
+        write("\n".join(f"wrote {path}" for path, _ in changes))
+    return EXIT_OK
+
+
+def call(args: Args) -> tuple[str, dict[str, Any]]:
+    if args.verb == "ping":
+        return "ping", {}
+    if args.verb != "workspace":
+        raise Usage(f"unknown verb {args.verb}")
+    if args.ws_verb == "add":
+        params = {"path": os.path.abspath(args.path)}
+        if args.name:
+            params["name"] = args.name
+        return "workspace.add", params
+    if args.ws_verb == "list":
+        return "workspace.list", {"owner_token": owner_token()}
+    ref = args.ref if args.ref.startswith("ws_") else os.path.abspath(args.ref)
+    return "workspace.remove", {"workspace": ref, "owner_token": owner_token()}
+
+
+def exchange(conn: Connection, args: Args, method: str, params: dict[str, Any]) -> Any:
+    return conn.call(method, params)
+
+
+def render(args: Args, r: Any) -> str:
+    if args.verb == "ping":
+        return f"pong (memoryd {r['version']})"
+    if args.ws_verb == "add":
+        return f"{r['workspace_id']}  {r['path']}" + ("" if r.get("created") else "  (already registered)")
+    if args.ws_verb == "list":
+        return "\n".join(f"{w['workspace_id']}  {w['name']}  {w['path']}" for w in r["workspaces"]) or "no workspaces"
+    return f"unregistered {r['workspace_id']} (files left untouched)"
+
+
+def exit_code(args: Args, result: Any) -> int:
+    return EXIT_OK
