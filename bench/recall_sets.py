@@ -191,8 +191,11 @@ def _rank(hits: list[dict[str, Any]], question: Question) -> int:
     return 0
 
 
+NOW: dict[str, str] = {}  # the set's "now": relative times in questions are read from it (search's `now`)
+
+
 def _search(rpc: Rpc, ws: str, query: str, mode: str, limit: int, also: str | None = None) -> list[dict[str, Any]]:
-    params: dict[str, Any] = {"workspace": ws, "query": query, "limit": limit, "mode": mode}
+    params: dict[str, Any] = {"workspace": ws, "query": query, "limit": limit, "mode": mode, **NOW}
     if also is not None:
         params["also"] = [also]
     answer = rpc.call("search", params)
@@ -256,6 +259,9 @@ def run_set(
     labelled: LabelledSet, modes: list[str], limit: int, also: bool, settings: dict[str, str]
 ) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="mdrs", dir="/tmp"))
+    NOW.clear()
+    if labelled.now:
+        NOW["now"] = str(labelled.now)
     try:
         shutil.copytree(labelled.root / "memory", work / "memory")
         with daemon(log_level="warning", extra_env=settings) as (home, _env):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from memoryd.notes.fusion import Candidate, fuse
+from memoryd.notes.fusion import Candidate, coverage, fuse
 from memoryd.store.passage import Passage
 
 
@@ -39,3 +39,42 @@ def test_weighted_fusion_scales_each_side_and_leans_on_words() -> None:
         ("b.md", 1, 0.6),
     ]
     assert [c.via for c in fused] == ["bm25", "bm25+vector", "vector"]
+
+
+def scored(
+    path: str, line: int, text: str, score: float, strength: float, *, via: str = "bm25", ident: bool = False
+) -> Candidate:
+    return Candidate(Passage(path, line, 1, "## h", 1, 10, text), (), score, ident, via, strength)
+
+
+def test_calibrated_an_identifier_stays_first() -> None:
+    lexical = [scored("a.md", 1, "- words words", 2.0, 0.9), scored("a.md", 5, "- ERR_X_0x3F", 0.4, 1.0, ident=True)]
+    semantic = [scored("b.md", 2, "- meaning", 0.9, 1.0, via="vector")]
+    fused = fuse(lexical, semantic, 10, "calibrated")
+    assert fused[0].passage.start_line == 5 and fused[0].ident
+
+
+def test_calibrated_a_vector_answer_beats_a_weak_one_word_match() -> None:
+    """The issue's failure: a line matching only "per" of a long question outranked the note whose meaning answers,
+    because BM25 was scaled by its own best however weak that was. Coverage (the question's word weight a passage
+    says) is low for it, and words are not trusted for this query."""
+    weak = scored("a.md", 1, "- per user per day", 2.0, 0.15)  # the best word match, relative score 2.0
+    answer = scored("b.md", 7, "- the note that answers", 0.62, 0.7, via="vector")
+    fused = fuse([weak], [answer], 10, "calibrated")
+    assert [c.passage.path for c in fused] == ["b.md", "a.md"]
+    assert fused[0].strength > fused[1].strength  # relevance: calibrated, comparable
+
+
+def test_calibrated_trusted_words_keep_their_order() -> None:
+    """When the best word match covers the question, BM25's own order leads (LoCoMo: conversation English)."""
+    first = scored("a.md", 1, "- says it all", 2.0, 1.0)
+    second = scored("a.md", 2, "- says most of it", 1.2, 0.8)
+    loose = scored("c.md", 3, "- somewhat near", 0.5, 0.6, via="vector")
+    fused = fuse([first, second], [loose], 10, "calibrated")
+    assert [c.passage.start_line for c in fused] == [1, 2, 3]
+
+
+def test_coverage_is_the_share_of_the_questions_word_weight() -> None:
+    assert coverage(("uart",), {"uart": 3.0, "timeout": 1.0}, 4.0) == 0.75
+    assert coverage(("uart", "uart"), {"uart": 3.0}, 4.0) == 0.75  # a word once
+    assert coverage((), {"uart": 3.0}, 4.0) == 0.0 and coverage(("x",), {}, 0.0) == 0.0

@@ -77,6 +77,11 @@ async def test_tools_and_a_round_trip(daemon: Daemon, workspace: tuple[Path, str
         hits = structured(await client.call_tool("memory_search", {"query": "ERR_UART_TIMEOUT_0x3F"}))["hits"]
         assert hits[0]["path"] == entry["path"] and hits[0]["workspace_id"] == ws
         assert hits[0]["item_id"] == entry["id"]  # what memory_forget takes, below
+        # the agent's own other phrasing: the tool asks for English and Chinese, and fuses them into one ranking
+        assert {"also", "since", "until"} <= set(tools["memory_search"].input_schema["properties"])
+        assert "Chinese" in (tools["memory_search"].description or "")
+        also = {"query": "why did the serial line time out", "also": ["串口 超时 流控"], "mode": "bm25"}
+        assert structured(await client.call_tool("memory_search", also))["hits"][0]["item_id"] == entry["id"]
         text = structured(
             await client.call_tool(
                 "memory_get", {"path": hits[0]["path"], "from_line": hits[0]["start_line"], "lines": 1}

@@ -94,13 +94,29 @@ def build(daemon: Daemon) -> MCPServer:
             Literal["bm25", "vector", "hybrid"] | None,
             Field(description="bm25: words only; vector: meaning only; default: both, fused."),
         ] = None,
+        also: Annotated[
+            list[str] | None,
+            Field(
+                max_length=4,
+                description="The same question in other words and in the other language: pass an English and a "
+                "Chinese phrasing (the notes are in both). Each is searched and fused into one ranking.",
+            ),
+        ] = None,
+        since: Annotated[
+            str | None,
+            Field(description="YYYY-MM-DD: prefer entries from this day on (a question's own dates work too)."),
+        ] = None,
+        until: Annotated[str | None, Field(description="YYYY-MM-DD: prefer entries up to this day.")] = None,
     ) -> dict[str, Any]:
-        """Search this project's memory. Each hit names a passage: `path` (relative to the project) and
+        """Search this project's memory. Ask with `also`: the question again in English and in Chinese (other
+        words too), since notes are written in both. Dates in the question ("on 2026-02-24", "last Tuesday",
+        "上周") are read as a window on entry dates. Each hit names a passage: `path` (relative to the project) and
         `start_line`/`lines` — pass them to memory_get to read it and what surrounds it; `heading` is its section,
-        `snippet` the passage with matched words in **bold**, `via` whether words or meaning found it, `item_id` the
-        entry it lies in (ent_…, what memory_forget takes; absent for text memory_remember did not write). `degraded`
-        says when meaning could not be used (and why)."""
-        return await daemon.call("search", {"query": query, "limit": limit, "mode": mode})
+        `snippet` the passage with matched words in **bold**, `via` whether words or meaning found it, `relevance`
+        how well it answers (0-1), `item_id` the entry it lies in (ent_…, what memory_forget takes; absent for text
+        memory_remember did not write). `degraded` says when meaning could not be used (and why)."""
+        params = {"query": query, "limit": limit, "mode": mode, "also": also, "since": since, "until": until}
+        return await daemon.call("search", params)
 
     @server.tool(annotations=READ_ONLY)
     async def memory_get(

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from datetime import date
+from typing import Annotated, Literal
 
 import anyio
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from memoryd.methods.services import Services, services
 from memoryd.models import Degraded, OwnerToken, Wire, WorkspaceRef
@@ -18,6 +19,7 @@ from memoryd.notes.api import (
     ValidationReport,
     WorkspaceHits,
 )
+from memoryd.notes.search import Options
 from memoryd.rpc import Context, Dispatcher
 from memoryd.workspaces import Workspace
 
@@ -56,6 +58,18 @@ class RememberParams(Wire):
     scope: Literal["workspace"] = Field(default="workspace", description="Writes never take scope 'all'.")
 
 
+def _valid_day(value: str) -> str:
+    date.fromisoformat(value)  # ValueError: not a day (2026-02-31): INVALID_PARAMS
+    return value
+
+
+IsoDay = Annotated[str, Field(pattern=r"^\d{4}-\d{2}-\d{2}$"), AfterValidator(_valid_day)]
+
+
+def _day(value: str | None) -> date | None:
+    return None if value is None else date.fromisoformat(value)
+
+
 class SearchParams(ScopedParams):
     query: str = Field(max_length=100_000, description="Any text: words are OR-ranked by BM25; never FTS5 syntax.")
     limit: int = Field(default=8, ge=1, le=100)
@@ -69,6 +83,22 @@ class SearchParams(ScopedParams):
         ge=20,
         le=4000,
         description="Snippet length in characters, markers included; default the snippet_max_chars setting (700).",
+    )
+    also: list[Annotated[str, Field(max_length=10_000)]] = Field(
+        default_factory=list,
+        max_length=4,
+        description="The same question in other words or the other language (an English and a Chinese phrasing): "
+        "each is searched too and the passages fused into one ranking, each kept at its best.",
+    )
+    since: IsoDay | None = Field(
+        default=None,
+        description="Prefer entries dated on or after this day (an entry's heading date, else its daily file's). "
+        "Without since/until, a date or relative time in the query (2026-02-24, Jan 8, 1月8日, last Tuesday, "
+        "yesterday, 上周, last month) is read as the window, and left out of the words searched.",
+    )
+    until: IsoDay | None = Field(default=None, description="Prefer entries dated on or before this day.")
+    now: IsoDay | None = Field(
+        default=None, description="The day relative times in the query are read from; default today."
     )
 
 
@@ -144,10 +174,11 @@ def register(d: Dispatcher) -> None:
         workspaces = await targets(app, p)
         snippet = p.snippet_max_chars or app.settings.snippet_max_chars
         limit = min(p.limit, app.settings.search_max_limit)
+        options = Options(also=tuple(p.also), since=_day(p.since), until=_day(p.until), today=_day(p.now))
         answers: list[tuple[Workspace, WorkspaceHits]] = []
 
         async def one(ws: Workspace) -> None:
-            answers.append((ws, await app.notes.search(ws, p.query, limit, snippet, p.mode)))
+            answers.append((ws, await app.notes.search(ws, p.query, limit, snippet, p.mode, options)))
 
         if len(workspaces) == 1:  # the common case: no task group (its setup is a tenth of a search on the loop)
             await one(workspaces[0])

@@ -19,6 +19,8 @@ FUSION_CANDIDATES = 20  # passages each side brings to a hybrid fusion (at least
 FLOOR_RANK = 40  # the vector side's noise floor is the similarity of this many nearest passages' last
 VECTOR_SCALE = 1.5  # a vector strength counts this much against a lexical one (tuned: decision 0011)
 AGREEMENT = 0.3  # what the weaker side adds when both found a passage (tuned: decision 0011)
+TRUST_POWER = 1.5  # words are trusted as much as the best lexical passage covers the question, to this power
+MEANING_SHARE = 0.5  # what the meaning side adds to a trusted lexical ranking
 
 
 @dataclass(slots=True)
@@ -143,39 +145,47 @@ def fuse(
                 seen.score += share
                 seen.via = "bm25+vector"
                 seen.ident = seen.ident or c.ident
-    return _best(fused.values(), limit)
+    return best(fused.values(), limit)
 
 
 def _calibrated(lexical: list[Candidate], semantic: list[Candidate], limit: int) -> list[Candidate]:
-    """Each passage scores by its stronger side, plus a share of the weaker one when both found it: both sides'
-    strengths are already on one scale (coverage of the question; similarity above the noise floor), so a weak
-    one-word match can never bury a passage whose meaning answers, and words that answer whole stay on top."""
+    """Both sides on one scale, weighed per query (decision 0011).
+
+    Each candidate has a calibrated strength: a lexical passage the share of the question's word weight it says
+    (:func:`coverage`), a vector passage its similarity above the query's noise floor (:func:`from_vector`). How
+    far words can be trusted for this query is how well the best lexical passage covers it: ``trust`` =
+    best coverage ** TRUST_POWER. Trusted, the lexical ranking leads (BM25's own order, relative to its best, plus
+    a share of the meaning side); untrusted — the question's words are not in the notes, only a loose word matches —
+    each passage scores by its stronger side, plus a share of the weaker when both found it, so a weak one-word
+    match never buries a passage whose meaning answers."""
     both: dict[tuple[str, int, int], tuple[Candidate | None, Candidate | None]] = {}
     for c in lexical:
         both[(c.passage.path, c.passage.start_line, c.passage.lines)] = (c, None)
     for c in semantic:
         key = (c.passage.path, c.passage.start_line, c.passage.lines)
         both[key] = (both.get(key, (None, None))[0], c)
+    trust = max((c.strength for c in lexical), default=0.0) ** TRUST_POWER
     fused = []
     for words, meaning in both.values():
-        lexical_strength = words.strength if words is not None else 0.0
-        vector_strength = meaning.strength if meaning is not None else 0.0
-        high, low = max(lexical_strength, vector_strength), min(lexical_strength, vector_strength)
+        covered = words.strength if words is not None else 0.0
+        ranked = words.score / 2 if words is not None else 0.0  # passages.ranked: 0-2, relative to the best
+        near = meaning.strength if meaning is not None else 0.0
+        stronger = max(covered, near) + AGREEMENT * min(covered, near)
+        score = trust * (ranked + MEANING_SHARE * near) + (1 - trust) * stronger
         first = words if words is not None else meaning
         assert first is not None
-        score = high + AGREEMENT * low
         fused.append(
             dataclasses.replace(
                 first,
                 score=score,
-                strength=min(1.0, score),
+                strength=min(1.0, trust * max(covered, near) + (1 - trust) * stronger),
                 via="bm25+vector" if words is not None and meaning is not None else first.via,
             )
         )
-    return _best(fused, limit)
+    return best(fused, limit)
 
 
-def _best(fused: Iterable[Candidate], limit: int) -> list[Candidate]:
+def best(fused: Iterable[Candidate], limit: int) -> list[Candidate]:
     """The best ``limit``: identifiers first, then by score; near-duplicates collapsed into the best of them."""
     ordered = sorted(fused, key=lambda c: (not c.ident, -c.score, c.passage.path, c.passage.start_line))
     out: list[Candidate] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import date, timedelta
 
 import anyio
 import structlog
@@ -22,22 +23,40 @@ from memoryd.notes.semantic import QUERY_TIMEOUT_HINT, Semantic
 from memoryd.notes.workspace import NotesSettings, WorkspaceNotes
 from memoryd.pool import ThreadPool
 from memoryd.store.readers import IndexCorrupted
-from memoryd.text import dictionary, textindex
+from memoryd.text import dates, dictionary, textindex
 
 log = structlog.get_logger("memoryd.notes")
+
+WINDOW_CANDIDATES = 60  # passages each side brings when the question names a date: the window's may rank low
+WINDOW_FILES_MAX = 62  # daily files a window's own search looks in (about two months)
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What a search may say besides its query: the same question in other words or the other language (``also``,
+    fused into one ranking), a date window (``since``/``until``; else one read from the question), and the day
+    relative times are read from (``today``)."""
+
+    also: tuple[str, ...] = ()
+    since: date | None = None
+    until: date | None = None
+    today: date | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
     """What one search asks of the sides: the mode it uses, why it uses less than it was asked, how many passages
-    each side brings, and the query's vector (None: no meaning side)."""
+    each side brings, the phrasings it searches for (the question without its date expression, and ``also``), each
+    one's vector (None: no meaning side), and the date window its entries are preferred in."""
 
     wanted: str
     used: str
     degraded: Degraded | None
     candidates: int
-    vector: bytes | None
+    phrasings: tuple[str, ...]
+    vectors: tuple[bytes | None, ...]
     vector_error: str | None
+    window: dates.Window | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,17 +83,21 @@ class SearchPipeline:
         await self.threads.close()  # no search is inside an index file when it is closed
 
     async def search(
-        self, notes: WorkspaceNotes, query: str, limit: int, snippet_max_chars: int, mode: str | None
+        self,
+        notes: WorkspaceNotes,
+        query: str,
+        limit: int,
+        snippet_max_chars: int,
+        mode: str | None,
+        options: Options | None = None,
     ) -> api.WorkspaceHits:
         """``mode``: bm25, vector or hybrid; None = hybrid when vectors can serve, else BM25 (and say why)."""
-        plan = await self._plan(notes, query, limit, mode)
+        plan = await self._plan(notes, query, limit, mode, options or Options())
         reported = sorted(notes.pending)
         deadline = anyio.current_time() + indexer.WAIT_S
         while True:
             try:
-                found = await self.threads.run(
-                    lambda: self._read(notes, query, limit, snippet_max_chars, plan, reported)
-                )
+                found = await self.threads.run(lambda: self._read(notes, limit, snippet_max_chars, plan, reported))
             except Exception as exc:  # the error's type only: SQLite's messages can quote the query
                 log.error("search_failed", workspace_id=notes.ws.id, error=type(exc).__name__)
                 raise AppError("MEMORY_SEARCH_FAILED") from exc
@@ -95,9 +118,12 @@ class SearchPipeline:
             indexer.schedule(notes, found.problem)
         return self._answer(notes, plan, found)
 
-    async def _plan(self, notes: WorkspaceNotes, query: str, limit: int, mode: str | None) -> Plan:
+    async def _plan(self, notes: WorkspaceNotes, query: str, limit: int, mode: str | None, options: Options) -> Plan:
         ws_id = notes.ws.id
         wanted = mode or "hybrid"
+        window = _window(query, options)
+        phrasings = tuple(dict.fromkeys(p for p in (window.rest if window else query, *options.also) if p.strip()))
+        phrasings = phrasings or (query,)
         degraded: Degraded | None = None
         if wanted != "bm25":
             if not query.strip():
@@ -108,36 +134,35 @@ class SearchPipeline:
         if degraded is not None and degraded.reason == "semantic_disabled" and mode is None:
             degraded = None  # turned off on purpose: the default is plain BM25, nothing to report
         candidates = max(2 * limit, fusion.FUSION_CANDIDATES) if used == "hybrid" else limit
-        vector: bytes | None = None
+        if window is not None:
+            candidates = max(candidates, WINDOW_CANDIDATES)  # entries of the window may rank low on words alone
+        vectors: list[bytes | None] = [None] * len(phrasings)
         vector_error: str | None = None
         if used != "bm25":
             try:
-                vector = await self.semantic.embed_query(query)
+                for n, phrasing in enumerate(phrasings):
+                    vectors[n] = await self.semantic.embed_query(phrasing)
             except TimeoutError as exc:
                 degraded = Degraded(reason="query_embedding_timeout", hint=QUERY_TIMEOUT_HINT, message=str(exc))
                 used = "bm25" if used == "hybrid" else used
             except Exception as exc:  # the endpoint went away, the model failed on this text: words still answer
                 vector_error = type(exc).__name__
-        return Plan(wanted, used, degraded, candidates, vector, vector_error)
+        return Plan(wanted, used, degraded, candidates, phrasings, tuple(vectors), vector_error, window)
 
     def _read(
-        self, notes: WorkspaceNotes, query: str, limit: int, snippet_max_chars: int, plan: Plan, reported: list[str]
+        self, notes: WorkspaceNotes, limit: int, snippet_max_chars: int, plan: Plan, reported: list[str]
     ) -> Found:
-        """Both sides, fused, as hits (a search thread)."""
-        parsed = textindex.parse_query(query)
-        added = self.dictionary.words(parsed.words) if self.dictionary is not None else []
-        terms = dictionary.expanded(parsed, added) if added else parsed.terms
+        """Both sides for every phrasing, fused, as hits (a search thread). Each phrasing's passages are fused on
+        their own; a passage several phrasings found keeps its best (the strengths are calibrated: comparable)."""
         try:
             hide = hidden(notes)  # forgotten entries: kept in the files, left out of answers
         except IndexCorrupted as exc:
             return Found(None, exc.reason, None, reported)
-        lexical: list[Candidate] = []
-        if plan.used != "vector" and terms:
+        failed = plan.vector_error
+        best: dict[tuple[str, int, int], Candidate] = {}
+        for phrasing, vector in zip(plan.phrasings, plan.vectors, strict=True):
             try:
-                match = textindex.join_terms(notes.index.prune(terms))
-                found = [] if match is None else notes.index.search(match, limit + min(len(hide), limit))
-                if hide:
-                    found = [h for h in found if (h.path, h.start_line) not in hide][:limit]
+                chosen, vector_failed = self._phrasing(notes, phrasing, vector, plan, hide)
             except IndexCorrupted as exc:
                 return Found(None, exc.reason, None, reported)
             except Exception:
@@ -145,31 +170,63 @@ class SearchPipeline:
                 if problem is None:
                     raise
                 return Found(None, problem, None, reported)
+            failed = failed or vector_failed
+            for c in chosen:
+                key = (c.passage.path, c.passage.start_line, c.passage.lines)
+                if key not in best or c.score > best[key].score:
+                    best[key] = c
+        ranked = fusion.best(best.values(), len(best)) if len(plan.phrasings) > 1 else list(best.values())
+        window = plan.window
+        if window is not None:  # entries of the window first, in their order; the rest after
+            ranked.sort(key=lambda c: not window.holds(dates.entry_date(c.passage.path, c.passage.heading)))
+        chosen = ranked[:limit]
+        named = item_ids(notes, chosen)
+        hits = [c.hit(notes.ws.id, snippet_max_chars, item_id) for c, item_id in zip(chosen, named, strict=True)]
+        # a reported file the index already holds as it is now (remember's own write) is not pending
+        behind = [rel for rel in reported[:20] if not notes.index.is_current(rel)] + reported[20:]
+        return Found(hits, notes.index.check_file(header=False), failed, behind)  # a stat: deleted or replaced?
+
+    def _phrasing(
+        self, notes: WorkspaceNotes, query: str, vector: bytes | None, plan: Plan, hide: set[tuple[str, int]]
+    ) -> tuple[list[Candidate], str | None]:
+        """One phrasing's passages, both sides fused, best first (at most ``plan.candidates``)."""
+        parsed = textindex.parse_query(query)
+        added = self.dictionary.words(parsed.words) if self.dictionary is not None else []
+        terms = dictionary.expanded(parsed, added) if added else parsed.terms
+        lexical: list[Candidate] = []
+        if plan.used != "vector" and terms:
+            match = textindex.join_terms(notes.index.prune(terms))
+            count = plan.candidates + min(len(hide), plan.candidates)
+            found = [] if match is None else notes.index.search(match, count)
+            if match is not None and plan.window is not None:  # the window's own files, whatever else ranks higher
+                seen = {(h.path, h.start_line) for h in found}
+                found += [
+                    h
+                    for h in notes.index.search(match, count, _files(plan.window))
+                    if (h.path, h.start_line) not in seen
+                ]
+            if hide:
+                found = [h for h in found if (h.path, h.start_line) not in hide]
             weights, mass = word_weights(notes, parsed.words, added)
-            lexical = fusion.from_lexical(
-                found, parsed.words + added, set(parsed.idents), plan.candidates, weights, mass
-            )
+            lexical = fusion.from_lexical(found, parsed.words + added, set(parsed.idents), len(found), weights, mass)
         semantic: list[Candidate] = []
-        failed = plan.vector_error
-        if plan.used != "bm25" and plan.vector is not None:
+        failed = None
+        if plan.used != "bm25" and vector is not None:
             wanted = max(plan.candidates, fusion.FLOOR_RANK) + min(len(hide), plan.candidates)
             try:
-                near = self.semantic.nearest(notes.ws.id, plan.vector, wanted)
+                near = self.semantic.nearest(notes.ws.id, vector, wanted)
             except Exception as exc:  # the vector file failed: words still answer
                 failed = type(exc).__name__
                 near = []
             floor = fusion.noise_floor([1.0 - h.distance for h in near]) if len(near) >= fusion.FLOOR_RANK else 0.0
             near = [h for h in near if (h.passage.path, h.passage.section_start) not in hide][: plan.candidates]
             semantic = [fusion.from_vector(h, parsed.words[: textindex.MAX_TERMS], floor) for h in near]
+        keep = plan.candidates if plan.window is None else len(lexical) + len(semantic)  # the window sorts them all
         if plan.used == "hybrid":
-            chosen = fusion.fuse(lexical, semantic, limit, self.settings.fusion, self.settings.vector_weight)
+            fused = fusion.fuse(lexical, semantic, keep, self.settings.fusion, self.settings.vector_weight)
         else:
-            chosen = (semantic or lexical)[:limit]
-        named = item_ids(notes, chosen)
-        hits = [c.hit(notes.ws.id, snippet_max_chars, item_id) for c, item_id in zip(chosen, named, strict=True)]
-        # a reported file the index already holds as it is now (remember's own write) is not pending
-        behind = [rel for rel in reported[:20] if not notes.index.is_current(rel)] + reported[20:]
-        return Found(hits, notes.index.check_file(header=False), failed, behind)  # a stat: deleted or replaced?
+            fused = (semantic or lexical)[:keep]
+        return fused, failed
 
     def _answer(self, notes: WorkspaceNotes, plan: Plan, found: Found) -> api.WorkspaceHits:
         ws_id = notes.ws.id
@@ -269,3 +326,18 @@ def word_weights(notes: WorkspaceNotes, words: list[str], added: list[str]) -> t
     top = max(idf.values(), default=1.0)
     weights = {w: idf[t] if t else top for w, t in tokens.items()}
     return weights, sum(weights[w] for w in set(content))
+
+
+def _window(query: str, options: Options) -> dates.Window | None:
+    """The days the search prefers: the caller's ``since``/``until``, else a date or relative time in the question
+    (read relative to ``today``), else None."""
+    if options.since is not None or options.until is not None:
+        return dates.Window(options.since or date.min, options.until or date.max, query)
+    return dates.window(query, options.today or date.today())
+
+
+def _files(window: dates.Window) -> list[str]:
+    """The daily files of the window's days (the most recent WINDOW_FILES_MAX of them)."""
+    last = min(window.until, date.today() + timedelta(days=1))
+    first = max(window.since, last - timedelta(days=WINDOW_FILES_MAX - 1))
+    return [f"memory/{first + timedelta(days=n):%Y-%m-%d}.md" for n in range((last - first).days + 1)]

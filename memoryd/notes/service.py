@@ -18,7 +18,7 @@ from memoryd.errors import AppError
 from memoryd.notes import api, indexer, remember
 from memoryd.notes import files as memory_files
 from memoryd.notes.append import Written
-from memoryd.notes.search import SearchPipeline
+from memoryd.notes.search import Options, SearchPipeline
 from memoryd.notes.semantic import Semantic
 from memoryd.notes.workspace import NotesSettings, WorkspaceNotes
 from memoryd.store.index import NoteIndex
@@ -147,11 +147,17 @@ class NotesService:
         return _answer(written)
 
     async def search(
-        self, ws: Workspace, query: str, limit: int, snippet_max_chars: int, mode: str | None = None
+        self,
+        ws: Workspace,
+        query: str,
+        limit: int,
+        snippet_max_chars: int,
+        mode: str | None = None,
+        options: Options | None = None,
     ) -> api.WorkspaceHits:
         """``mode``: bm25, vector or hybrid; None = hybrid when vectors can serve, else BM25 (and say why)."""
         notes = await self._ready(self.get_notes(ws))
-        return await self.pipeline.search(notes, query, limit, snippet_max_chars, mode)
+        return await self.pipeline.search(notes, query, limit, snippet_max_chars, mode, options)
 
     async def get(self, ws: Workspace, path: str, from_line: int, lines: int) -> api.GetResult:
         limit = self.settings.index_max_file_bytes

@@ -619,17 +619,26 @@ class NoteIndex:
         rarest = {id(t) for t in known[:2]}
         return [t for t in terms if t.token is None or df[t.token] == 0 or id(t) in rarest]
 
-    def search(self, match: str, limit: int) -> list[Hit]:
-        # Rank inside FTS5 first (ORDER BY rank LIMIT), then join only the winners.
-        sql = (
-            "SELECT d.path, c.start_line, c.end_line, c.heading, c.text, top.rank FROM "
-            "(SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?) AS top "
-            "JOIN chunks c ON c.chunk_id = top.rowid JOIN documents d ON d.doc_id = c.doc_id ORDER BY top.rank"
-        )
+    def search(self, match: str, limit: int, paths: list[str] | None = None) -> list[Hit]:
+        """The best ``limit`` chunks for ``match``; with ``paths``, among those files' chunks only."""
+        if paths is None:  # rank inside FTS5 first (ORDER BY rank LIMIT), then join only the winners
+            sql = (
+                "SELECT d.path, c.start_line, c.end_line, c.heading, c.text, top.rank FROM "
+                "(SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?) AS top "
+                "JOIN chunks c ON c.chunk_id = top.rowid JOIN documents d ON d.doc_id = c.doc_id ORDER BY top.rank"
+            )
+            args: tuple[object, ...] = (match, limit)
+        else:
+            sql = (
+                "SELECT d.path, c.start_line, c.end_line, c.heading, c.text, f.rank FROM chunks_fts f "
+                "JOIN chunks c ON c.chunk_id = f.rowid JOIN documents d ON d.doc_id = c.doc_id "
+                f"WHERE chunks_fts MATCH ? AND d.path IN ({','.join('?' * len(paths))}) ORDER BY f.rank LIMIT ?"
+            )
+            args = (match, *paths, limit)
         with self._reading() as reader:
             if reader is None:
                 raise IndexUnavailable("index is not open")
-            rows = reader.execute(sql, (match, limit)).fetchall()
+            rows = reader.execute(sql, args).fetchall()
         return [
             Hit(str(path), int(start), int(end), str(heading), str(text), round(-float(rank), 6))  # type: ignore[arg-type]
             for path, start, end, heading, text, rank in rows
