@@ -167,7 +167,7 @@ class Settings:
     )
     context_dynamic_max_chars: int = _setting(6000, "Ceiling of context's dynamic part (recall, recent notes).")
     recall_min_relevance: float = _setting(
-        0.55,
+        0.65,
         "What a recalled passage needs to be injected into a prompt (the hooks, context.dynamic): its calibrated "
         "relevance, 0-1 (search hits carry it). Higher injects less; 0 injects whatever search finds.",
     )

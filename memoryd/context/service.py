@@ -43,7 +43,7 @@ class ContextSettings:
     recall_limit: int = 6
     recall_snippet_chars: int = 400
     recent_days: int = 3
-    min_relevance: float = 0.55  # a recalled passage is injected only at this calibrated relevance or above
+    min_relevance: float = 0.65  # a recalled passage is injected only at this calibrated relevance or above
     relative_cut: float = 0.85  # … and at this share of the best one's: a clear answer is not padded with near-misses
 
 

@@ -108,3 +108,24 @@ def nearest_cells(centroids: Floats | None, query: Floats, probes: int | None = 
     scores = centroids @ query
     want = max(1, min(len(scores), probes or probe_count(len(centroids))))
     return [int(c) for c in np.argpartition(-scores, want - 1)[:want]]
+
+
+def ids(values: list[int]) -> npt.NDArray[np.int64]:
+    return np.asarray(values, dtype=np.int64)
+
+
+def stack(parts: list[tuple[npt.NDArray[np.int64], Floats]]) -> tuple[npt.NDArray[np.int64], Floats]:
+    """Parts of an in-memory matrix (ids, rows) as one."""
+    return np.concatenate([i for i, _ in parts]), np.concatenate([r for _, r in parts]).astype("<f4", copy=False)
+
+
+def top(rows: Floats, query: Floats, k: int) -> tuple[list[int], list[float]]:
+    """The ``k`` rows most similar to ``query`` (dot product: cosine, for unit rows), best first, and their
+    similarities."""
+    scores = rows @ query
+    k = min(k, len(scores))
+    if k <= 0:
+        return [], []
+    best = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+    order = best[np.argsort(-scores[best], kind="stable")]
+    return [int(n) for n in order], [float(scores[n]) for n in order]

@@ -16,3 +16,21 @@ class Passage:
     section_start: int  # the section's first line
     section_lines: int
     text: str  # the passage's lines, joined by "\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A passage to embed: its text's digest finds a vector made before for the same text."""
+
+    passage: Passage
+    digest: str
+    priority: int  # lower first: embedded before the rest
+
+
+@dataclass(frozen=True, slots=True)
+class VectorHit:
+    """A passage the vector side found."""
+
+    passage: Passage
+    digest: str
+    distance: float  # cosine distance (1 - cosine similarity), 0 = same direction

@@ -21,7 +21,6 @@ import itertools
 import os
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ import apsw
 from memoryd import fsio
 from memoryd.store import migrations
 from memoryd.store.migrations import UnknownMigrations
-from memoryd.store.passage import Passage
+from memoryd.store.passage import Passage, Unit, VectorHit
 from memoryd.store.readers import ReaderPool, file_problem
 from memoryd.store.vector_schema import (
     KEPT_LEGACY,
@@ -48,26 +47,14 @@ from memoryd.store.vector_schema import (
     vec0_ddl,
 )
 from memoryd.store.vector_schema import arithmetic as _cells
+from memoryd.store.vectorscan import MemoryScan
 
 
 class _Interrupted(Exception):
     pass
 
 
-@dataclass(frozen=True, slots=True)
-class Unit:
-    """A passage to embed: its text's digest finds a vector made before for the same text."""
-
-    passage: Passage
-    digest: str
-    priority: int  # lower first: embedded before the rest
-
-
-@dataclass(frozen=True, slots=True)
-class VectorHit:
-    passage: Passage
-    digest: str
-    distance: float  # cosine distance (1 - cosine similarity), 0 = same direction
+__all__ = ["Unit", "VectorHit", "VectorIndex"]  # Unit and VectorHit live with Passage (store/passage.py)
 
 
 class VectorIndex:
@@ -91,6 +78,8 @@ class VectorIndex:
         self._removed = False  # units were removed since the last prune: vectors may be orphaned
         self._interrupted = threading.Event()  # set by interrupt(): a training in progress gives up
         self._file_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
+        # Below the cells' threshold the vectors are scanned in memory (store/vectorscan.py)
+        self._scan = MemoryScan()
 
     def _connect_reader(self) -> apsw.Connection:
         conn = apsw.Connection(str(self.db_path), flags=apsw.SQLITE_OPEN_READONLY)
@@ -135,6 +124,7 @@ class VectorIndex:
             self.model, self.dimension = model, dimension
             self._removed = True  # look for orphans once
             self._interrupted.clear()
+            self._scan.forget()
             self._readers.reset(open_after=True)
 
     def _migrate(self, conn: apsw.Connection, space: VectorSpace) -> apsw.Connection:
@@ -195,6 +185,7 @@ class VectorIndex:
                 with contextlib.suppress(apsw.Error):
                     self._writer.close()
                 self._writer = None
+        self._scan.forget()
 
     def drop(self) -> None:
         """Close and delete the file (and its WAL): the next ``open`` starts empty."""
@@ -317,6 +308,7 @@ class VectorIndex:
                         conn.execute("INSERT INTO cache(digest) VALUES(?)", (digest,))
                         ids.append(conn.last_insert_rowid())
                     self._insert(conn, ids, data, scale)
+                    self._scan.add(ids, cells.dequantise(cells.quantise(data, scale), scale))
                 before = conn.total_changes()
                 conn.executemany(MARK_SQL, [(d,) for d in fresh])
                 marked = conn.total_changes() - before
@@ -368,6 +360,7 @@ class VectorIndex:
             except _Interrupted:
                 return 0
             self._layout, self.trained_at = (target, centroids), count
+            self._scan.forget()
             return cells
 
     def _refile(self, conn: apsw.Connection, centroids: Any, count: int, current: str, target: str) -> None:
@@ -439,6 +432,7 @@ class VectorIndex:
                 conn.execute("DELETE FROM cache WHERE vector_id IN (SELECT vector_id FROM temp.gone)")
                 forgotten = int(conn.changes())
                 conn.execute("DROP TABLE temp.gone")
+            self._scan.forget()
             self.vectors -= forgotten
             self._removed = False
             return forgotten
@@ -447,8 +441,15 @@ class VectorIndex:
 
     def search(self, vector: bytes, k: int, probes: int | None = None) -> list[VectorHit]:
         """The ``k`` embedded units nearest to ``vector``, nearest first: among all of them before the cells are
-        trained, then among those in the ``probes`` cells whose centroids are nearest (approximate)."""
+        trained (in memory), then among those in the ``probes`` cells whose centroids are nearest (approximate)."""
         layout = self._layout
+        if layout[1] is None and self._scale:
+            with self._reading() as reader:
+                return (
+                    []
+                    if reader is None
+                    else self._scan.search(reader, layout[0], self.dimension, self._scale, vector, k)
+                )
         try:
             return self._search(layout, vector, k, probes)
         except apsw.SQLError:
