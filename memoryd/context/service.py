@@ -22,7 +22,6 @@ from memoryd.errors import AppError
 from memoryd.models import Degraded
 from memoryd.notes.daily import strip_private
 from memoryd.notes.service import NotesService
-from memoryd.rules.api import ResolveParams
 from memoryd.rules.service import RulesService
 from memoryd.store.prepare import CANDIDATES
 from memoryd.workspaces import Workspace
@@ -96,15 +95,7 @@ class ContextService:
     async def _render(self, ws: Workspace, request: ContextRequest, budget: int) -> StableContext:
         rules = None
         if request.model_id is not None and request.fw_version is not None:
-            answer = await self.rules.resolve(
-                ws,
-                ResolveParams(
-                    workspace=ws.id,
-                    model_id=request.model_id,
-                    fw_version=request.fw_version,
-                    instance_id=request.instance_id,
-                ),
-            )
+            answer = await self.rules.resolve(ws, request.model_id, request.fw_version, request.instance_id)
             rules = render.ResolvedRules(
                 model_id=answer.model_id,
                 fw_version=answer.fw_version,

@@ -15,7 +15,6 @@ from memoryd.notes.api import (
     IndexReport,
     RememberResult,
     SearchHit,
-    ValidationProblem,
     ValidationReport,
     WorkspaceHits,
 )
@@ -232,7 +231,7 @@ def register(d: Dispatcher) -> None:
         for ws in await targets(app, p):
             report = await app.notes.validate(ws)
             rules = await app.rules.validate(ws)
-            problems = report.problems + [ValidationProblem.model_validate(r) for r in rules]
-            ok = report.ok and not any(r["severity"] == "error" for r in rules)
+            problems = report.problems + rules
+            ok = report.ok and not any(r.severity == "error" for r in rules)
             reports.append(ValidationReport(workspace_id=report.workspace_id, ok=ok, problems=problems))
         return ValidateResult(ok=all(r.ok for r in reports), reports=reports)
