@@ -1,5 +1,4 @@
-"""What the notes domain keeps per workspace, and the settings it is given (the composition root reads the daemon's
-settings and passes these down)."""
+"""What the notes domain keeps per workspace (its settings are the ``notes`` group, memoryd/settings.py)."""
 
 from __future__ import annotations
 
@@ -9,22 +8,8 @@ from pathlib import Path
 import anyio
 
 from memoryd.notes import append, itemids
-from memoryd.notes.semantic import SemanticSettings
 from memoryd.store.index import NoteIndex
 from memoryd.workspaces import Workspace
-
-
-@dataclass(frozen=True, slots=True)
-class NotesSettings:
-    state_dir: Path  # index files go to <state_dir>/<workspace id>/index.sqlite
-    chunk_max_lines: int
-    index_max_file_bytes: int
-    remember_max_bytes: int
-    merge_idle_s: float
-    semantic: SemanticSettings
-    fusion: str = "weighted"  # how hybrid search fuses its two rankings: weighted or rrf (decision 0008)
-    vector_weight: float = 0.3  # the meaning side's share in that fusion (0-1)
-    dictionary: bool = True  # expand BM25 queries across Chinese and English with CC-CEDICT (decision 0008)
 
 
 @dataclass(eq=False)

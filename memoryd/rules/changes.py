@@ -33,8 +33,8 @@ from memoryd.rules.models import (
     Rule,
 )
 from memoryd.rules.ruleset import Layer, LoadedRule, flatten, overrides_yaml, rule_yaml
-from memoryd.rules.settings import RulesSettings
 from memoryd.rules.workspace import WorkspaceRules
+from memoryd.settings import RulesSettings
 from memoryd.store.prepare import CANDIDATES, OVERRIDES, PROFILES
 
 if TYPE_CHECKING:
