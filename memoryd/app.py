@@ -19,16 +19,18 @@ from memoryd.notes.service import NotesService
 from memoryd.rpc import Context, Dispatcher
 from memoryd.rules.service import RulesService
 from memoryd.runtime import Runtime
+from memoryd.settings import ServerSettings
 from memoryd.tasks import task
 from memoryd.workspaces import OwnerToken, Registry, Workspace
 
 log = structlog.get_logger("memoryd.app")
 
 
-def build_dispatcher() -> Handlers:
+def build_dispatcher(limits: ServerSettings | None = None) -> Handlers:
+    """Every method registered; ``limits``: the server group (batch and reply sizes), its defaults when None."""
     from memoryd.methods import admin, context, notes, rules
 
-    dispatcher: Handlers = Dispatcher()
+    dispatcher: Handlers = Dispatcher(limits=limits or ServerSettings())
     admin.register(dispatcher)
     notes.register(dispatcher)
     rules.register(dispatcher)
@@ -46,8 +48,7 @@ class App:
             fsio.make_private_dir(directory)
         self.owner = OwnerToken(settings.dirs.owner_token)
         self.registry = Registry(settings.dirs.registry)
-        self.dispatcher = build_dispatcher()
-        self.dispatcher.limits = settings.server
+        self.dispatcher = build_dispatcher(settings.server)
         # Each part gets its group of settings whole (memoryd/settings.py) and enforces its own limits.
         state = settings.dirs.workspaces_state
         self.notes = NotesService(settings.notes, settings.search, settings.semantic, state)

@@ -67,9 +67,8 @@ class NotesService:
             chunk_max_lines=self.settings.chunk_max_lines,
             max_file_bytes=self.settings.index_max_file_bytes,
         )
-        notes = WorkspaceNotes(ws, index)
+        notes = WorkspaceNotes(ws, index, self.settings.index_max_file_bytes)
         self.semantic.attach(ws.id, index)
-        notes.writer.scan_max_bytes = self.settings.index_max_file_bytes
         self._by_id[ws.id] = notes
         if self._tg is not None:
             self._tg.start_soon(task("notes", indexer.run, notes, self.settings, self.semantic, workspace_id=ws.id))

@@ -16,6 +16,7 @@ from memoryd.workspaces import Workspace
 class WorkspaceNotes:
     ws: Workspace
     index: NoteIndex
+    max_file_bytes: int  # the index_max_file_bytes setting: remember's writer reads today's file up to it
     write_lock: anyio.Lock = field(default_factory=anyio.Lock)
     pending: set[str] = field(default_factory=set)
     # Paths reported while a sync runs: they stay pending after it (it may have read them before the change).
@@ -36,7 +37,7 @@ class WorkspaceNotes:
     writer: append.Writer = field(init=False)  # remember's: queue of waiting entries, today's file as last left
 
     def __post_init__(self) -> None:
-        self.writer = append.Writer(self.ws.path, self.ws.id)
+        self.writer = append.Writer(self.ws.path, self.ws.id, self.max_file_bytes)
 
     @property
     def root(self) -> Path:
