@@ -22,8 +22,8 @@ from memoryd.rules.changes import REQUESTS_DIR
 from memoryd.rules.fwrange import parse_range
 from memoryd.rules.models import CompileResponse, ProposedOverride, ProposedRule, Rule
 from memoryd.rules.ruleset import Layer, overrides_yaml, rule_yaml
-from memoryd.rules.settings import RulesSettings
 from memoryd.rules.workspace import WorkspaceRules
+from memoryd.settings import RulesSettings
 from memoryd.store.prepare import CANDIDATES, OVERRIDES, PROFILES
 
 log = structlog.get_logger("memoryd.rules")

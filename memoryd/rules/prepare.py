@@ -17,8 +17,8 @@ from memoryd.rules import compile as comp
 from memoryd.rules import handedit, journal
 from memoryd.rules.changes import REQUESTS_DIR
 from memoryd.rules.models import RECOMMENDED_PREFIXES, CompileRequest, Observation, Policy, RequestChunk
-from memoryd.rules.settings import RulesSettings
 from memoryd.rules.workspace import WorkspaceRules
+from memoryd.settings import RulesSettings
 
 log = structlog.get_logger("memoryd.rules")
 

@@ -34,8 +34,8 @@ from memoryd.rules.evidence import EvidenceStore, file_of
 from memoryd.rules.fwrange import FwRangeError
 from memoryd.rules.models import Observation, unrecommended
 from memoryd.rules.ruleset import RuleSet
-from memoryd.rules.settings import RulesSettings
 from memoryd.rules.workspace import WorkspaceRules
+from memoryd.settings import RulesSettings
 from memoryd.tasks import task
 from memoryd.workspaces import Workspace
 
@@ -48,8 +48,11 @@ Severity = Literal["error", "warning"]
 
 
 class RulesService:
-    def __init__(self, settings: RulesSettings) -> None:
+    def __init__(self, settings: RulesSettings, *, watched: bool) -> None:
+        """``watched``: a watcher reports hand edits of rule files (the watch setting); without one, resolve looks
+        at the files every time."""
         self.settings = settings
+        self.watched = watched
         self._by_id: dict[str, WorkspaceRules] = {}
         self._tg: anyio.abc.TaskGroup | None = None
 
@@ -64,7 +67,7 @@ class RulesService:
         existing = self._by_id.get(ws.id)
         if existing is not None:
             return existing
-        wr = WorkspaceRules(ws, EvidenceStore(ws.path), RuleSet(ws.path, self.settings.rule_max_file_bytes))
+        wr = WorkspaceRules(ws, EvidenceStore(ws.path), RuleSet(ws.path, self.settings.max_file_bytes))
         wr.recover_on_open = recover
         self._by_id[ws.id] = wr
         if self._tg is not None:
@@ -259,7 +262,7 @@ class RulesService:
     ) -> m.ResolveResult:
         wr = await self._ready(ws)
         rules = wr.rules
-        if not self.settings.watch:  # no watcher to report hand edits: look at the files every time
+        if not self.watched:  # no watcher to report hand edits: look at the files every time
             await anyio.to_thread.run_sync(rules.reload)
         try:
             answer = rules.resolve(model_id, fw_version, instance_id)  # cached per rule-set generation
