@@ -246,7 +246,7 @@ def in_process_resolve(root: Path, keys: list[tuple[str, str, str | None]], warm
     wrap_ms = (time.perf_counter() - t) / len(keys) * 1000
     matched = statistics.fmean(len(a.rules) for a in answers)
     facts = statistics.fmean(len(a.facts) for a in answers)
-    beaten = statistics.fmean(len(e["beat"]) for a in answers for e in a.trace.values())
+    beaten = statistics.fmean(len(e.beat) for a in answers for e in a.trace.values())
     print(
         f"  per answer: {matched:.0f} matching rules, {facts:.0f} facts, {beaten:.1f} beaten rules per fact (mean); "
         f"the daemon adds per call: RuleSet.errors() {errors_ms:.3f} ms (computed once per reload), "

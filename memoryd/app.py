@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -13,25 +13,24 @@ import structlog
 from memoryd import __version__, fsio
 from memoryd import log as logsetup
 from memoryd.config import Settings
-from memoryd.context.service import ContextService, ContextSettings
-from memoryd.embed import EmbedSettings
-from memoryd.notes.semantic import SemanticSettings
+from memoryd.context.service import ContextService
+from memoryd.methods.services import Ctx, Handlers, Services
 from memoryd.notes.service import NotesService
-from memoryd.notes.workspace import NotesSettings
 from memoryd.rpc import Context, Dispatcher
 from memoryd.rules.service import RulesService
-from memoryd.rules.settings import RulesSettings
-from memoryd.runtime import Runtime, RuntimeSettings
+from memoryd.runtime import Runtime
+from memoryd.settings import ServerSettings
 from memoryd.tasks import task
 from memoryd.workspaces import OwnerToken, Registry, Workspace
 
 log = structlog.get_logger("memoryd.app")
 
 
-def build_dispatcher() -> Dispatcher:
+def build_dispatcher(limits: ServerSettings | None = None) -> Handlers:
+    """Every method registered; ``limits``: the server group (batch and reply sizes), its defaults when None."""
     from memoryd.methods import admin, context, notes, rules
 
-    dispatcher = Dispatcher()
+    dispatcher: Handlers = Dispatcher(limits=limits or ServerSettings())
     admin.register(dispatcher)
     notes.register(dispatcher)
     rules.register(dispatcher)
@@ -49,66 +48,14 @@ class App:
             fsio.make_private_dir(directory)
         self.owner = OwnerToken(settings.dirs.owner_token)
         self.registry = Registry(settings.dirs.registry)
-        self.dispatcher = build_dispatcher()
-        self.dispatcher.max_batch_members = settings.max_batch_members
-        self.dispatcher.max_reply_bytes = settings.max_reply_bytes
-        self.dispatcher.max_unsent_reply_bytes = settings.max_unsent_reply_bytes
-        self.notes = NotesService(
-            NotesSettings(
-                state_dir=settings.dirs.workspaces_state,
-                chunk_max_lines=settings.chunk_max_lines,
-                index_max_file_bytes=settings.index_max_file_bytes,
-                remember_max_bytes=settings.remember_max_bytes,
-                merge_idle_s=settings.merge_idle_s,
-                semantic=SemanticSettings(
-                    EmbedSettings(
-                        provider=settings.embedding_provider,
-                        url=settings.embedding_url,
-                        model=settings.embedding_model,
-                        timeout_s=settings.embedding_timeout_s,
-                        query_timeout_s=settings.embedding_query_timeout_s,
-                    ),
-                    vector_extension=settings.vector_extension,
-                ),
-                fusion=settings.search_fusion,
-                vector_weight=settings.search_vector_weight,
-                dictionary=settings.search_dictionary,
-            )
-        )
-        self.rules = RulesService(
-            RulesSettings(
-                min_confidence=settings.min_confidence,
-                compile_max_observations=settings.compile_max_observations,
-                compile_max_request_bytes=settings.compile_max_request_bytes,
-                observe_max_bytes=settings.observe_max_bytes,
-                rule_max_file_bytes=settings.rule_max_file_bytes,
-                watch=settings.watch,
-            ),
-        )
-        self.context = ContextService(
-            ContextSettings(
-                state_dir=settings.dirs.workspaces_state,
-                budget_chars=settings.context_budget_chars,
-                dynamic_max_chars=settings.context_dynamic_max_chars,
-                min_relevance=settings.recall_min_relevance,
-                snapshot_ttl_s=settings.context_snapshot_ttl_hours * 3600,
-                snapshot_max_files=settings.context_snapshot_max_files,
-                memory_max_bytes=settings.index_max_file_bytes,
-            ),
-            self.notes,
-            self.rules,
-        )
+        self.dispatcher = build_dispatcher(settings.server)
+        # Each part gets its group of settings whole (memoryd/settings.py) and enforces its own limits.
+        state = settings.dirs.workspaces_state
+        self.notes = NotesService(settings.notes, settings.search, settings.semantic, state)
+        self.rules = RulesService(settings.rules, watched=settings.notes.watch)
+        self.context = ContextService(settings.context, state, self.notes, self.rules)
         self.runtime = Runtime(
-            RuntimeSettings(
-                watch=settings.watch,
-                watch_debounce_ms=settings.watch_debounce_ms,
-                reconcile_interval_s=settings.reconcile_interval_s,
-                socket=settings.socket,
-                home=settings.dirs.home,
-            ),
-            self.registry,
-            self.notes,
-            self.rules,
+            settings.notes, self.registry, self.notes, self.rules, socket=settings.socket, home=settings.dirs.home
         )
 
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
@@ -140,7 +87,8 @@ class App:
         logsetup.flush()
 
     async def handle_line(self, line: bytes, peer_uid: int | None, conn_id: int) -> bytes | None:
-        return await self.dispatcher.handle_line(line, Context(self, peer_uid, conn_id))
+        ctx: Ctx = Context(self, peer_uid, conn_id)  # mypy: App provides every collaborator Services names
+        return await self.dispatcher.handle_line(line, ctx)
 
     def reply_sent(self, reply: bytes) -> None:
         """The transport is done with a reply handle_line gave it (sent, or the client gone)."""
@@ -154,3 +102,9 @@ class App:
 
     async def workspace_removed(self, ws: Workspace) -> None:
         await self.runtime.removed(ws)
+
+
+if TYPE_CHECKING:  # a static check, nothing at run time: App is what handlers are given (methods/services.py)
+
+    def _app_provides_services(app: App) -> Services:
+        return app

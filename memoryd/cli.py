@@ -40,7 +40,7 @@ def serve(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         sys.stderr.write(f"memoryd: {exc}\n")
         return EXIT_STARTUP
-    logsetup.configure(settings.log_level)
+    logsetup.configure(settings.server.log_level)
     try:
         app = App(settings)
         server = Server(settings, app)

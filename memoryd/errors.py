@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from memoryd.names import ErrorName
+
 
 @dataclass(frozen=True, slots=True)
 class ErrorSpec:
@@ -281,9 +283,10 @@ assert len({s.code for s in _SPECS if s.code <= -32000 and s.code > -32100}) == 
 
 
 class AppError(Exception):
-    """An error the caller can act on. ``name`` must be a key of SPECS."""
+    """An error the caller can act on. ``name`` is a key of SPECS, not retired (mypy checks it: ``ErrorName`` is
+    generated from the table into memoryd/names.py)."""
 
-    def __init__(self, name: str, message: str | None = None, *, hint: str | None = None, **data: Any) -> None:
+    def __init__(self, name: ErrorName, message: str | None = None, *, hint: str | None = None, **data: Any) -> None:
         spec = SPECS[name]
         if spec.retired:
             raise ValueError(f"{name} is retired: {spec.retired}")
@@ -298,7 +301,9 @@ class AppError(Exception):
         return error_object(self.name, self.message, hint=self.hint, **self.data)
 
 
-def error_object(name: str, message: str | None = None, *, hint: str | None = None, **data: Any) -> dict[str, Any]:
+def error_object(
+    name: ErrorName, message: str | None = None, *, hint: str | None = None, **data: Any
+) -> dict[str, Any]:
     """The JSON-RPC error object for the error ``name`` (``SPECS``): ``{code, message, data: {name, hint, …}}``.
     The one place it is built, for protocol faults and application errors alike."""
     spec = SPECS[name]

@@ -6,7 +6,11 @@ an error rather than a silent coercion, ``frozen=True``. ``schemas/`` is generat
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+from memoryd.names import DegradedReason, ErrorName
 
 
 class Wire(BaseModel):
@@ -55,7 +59,8 @@ class Degraded(Wire):
     """Why an answer used less than it was asked to: BM25 instead of vectors, vectors not yet complete, recall that
     failed or missed files not yet indexed."""
 
-    reason: str = Field(
+    # Typed, so that a misspelt reason fails mypy; on the wire a string, as it always was.
+    reason: Annotated[DegradedReason | ErrorName | Literal["stale"], WithJsonSchema({"type": "string"})] = Field(
         description="Stable. A search's: "
         + ", ".join(DEGRADED_REASONS)
         + ". Recall's (context.dynamic): an error name (MEMORY_INDEX_CORRUPTED, …) or 'stale' (files not yet indexed)."

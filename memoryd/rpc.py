@@ -19,9 +19,12 @@ from pydantic import BaseModel, RootModel, ValidationError
 
 from memoryd import log as logsetup
 from memoryd.errors import AppError, error_object
+from memoryd.names import ErrorName
+from memoryd.settings import ServerSettings
 
 log = structlog.get_logger("memoryd.rpc")
 
+S = TypeVar("S")  # what handlers are given as ``ctx.app``: the methods layer names it (methods/services.py)
 P = TypeVar("P", bound=BaseModel)
 R = TypeVar("R", bound=BaseModel)
 _NO_ID = object()
@@ -31,21 +34,22 @@ _MEMBERS = frozenset({"jsonrpc", "method", "params", "id"})
 
 
 @dataclass(slots=True)
-class Context:
-    """Per-request view of the connection: who is calling, and the shared application object."""
+class Context(Generic[S]):
+    """Per-request view of the connection: who is calling, and the shared application object (typed by the layer
+    that registers the handlers: a Protocol there, which the composition root's object is checked against)."""
 
-    app: Any
+    app: S
     peer_uid: int | None = None
     conn_id: int = 0
     request_id: Any = None
 
 
 @dataclass(frozen=True, slots=True)
-class Method(Generic[P, R]):
+class Method(Generic[S, P, R]):
     name: str
     params: type[P]
     result: type[R]
-    handler: Callable[[Context, P], Awaitable[R]]
+    handler: Callable[[Context[S], P], Awaitable[R]]
     summary: str
     writes: bool = False  # a write is refused while shutting down and with scope "all"
 
@@ -68,7 +72,7 @@ def _first_app_error(exc: BaseException) -> AppError | None:
     return None
 
 
-def error_line(name: str, message: str | None = None, id_: Any = None, **data: Any) -> bytes:
+def error_line(name: ErrorName, message: str | None = None, id_: Any = None, **data: Any) -> bytes:
     return orjson.dumps(_response(id_, error=error_object(name, message, **data))) + b"\n"
 
 
@@ -84,30 +88,29 @@ _ALWAYS_SENT = 64 * 1024  # a reply this small is never refused for the replies 
 
 
 @dataclass
-class Dispatcher:
-    methods: dict[str, Method[Any, Any]] = field(default_factory=dict)
+class Dispatcher(Generic[S]):
+    methods: dict[str, Method[S, Any, Any]] = field(default_factory=dict)
     shutting_down: bool = False
-    max_batch_members: int = 1000
-    max_reply_bytes: int = 16 * 1024 * 1024
-    max_unsent_reply_bytes: int = 32 * 1024 * 1024  # all connections' replies not yet taken by their clients
+    # max_batch_members, max_reply_bytes, max_unsent_reply_bytes (all connections' replies not yet taken)
+    limits: ServerSettings = field(default_factory=ServerSettings)
     unsent: int = 0  # bytes of the replies handed to the transport and not yet sent (:meth:`sent`)
 
-    def add(self, method: Method[Any, Any]) -> None:
+    def add(self, method: Method[S, Any, Any]) -> None:
         if method.name in self.methods:
             raise ValueError(f"method {method.name} registered twice")
         self.methods[method.name] = method
 
     def register(
         self, name: str, params: type[P], result: type[R], *, writes: bool = False
-    ) -> Callable[[Callable[[Context, P], Awaitable[R]]], Callable[[Context, P], Awaitable[R]]]:
-        def decorate(fn: Callable[[Context, P], Awaitable[R]]) -> Callable[[Context, P], Awaitable[R]]:
+    ) -> Callable[[Callable[[Context[S], P], Awaitable[R]]], Callable[[Context[S], P], Awaitable[R]]]:
+        def decorate(fn: Callable[[Context[S], P], Awaitable[R]]) -> Callable[[Context[S], P], Awaitable[R]]:
             summary = (fn.__doc__ or "").strip()
             self.add(Method(name, params, result, fn, summary, writes))
             return fn
 
         return decorate
 
-    async def handle_line(self, line: bytes, ctx: Context) -> bytes | None:
+    async def handle_line(self, line: bytes, ctx: Context[S]) -> bytes | None:
         """One framed line in, one framed line out (or None when nothing is to be sent).
 
         Each reply is serialised on its own, inside the error boundary, and measured: one over
@@ -123,16 +126,18 @@ class Dispatcher:
         if isinstance(message, list):
             if not message:
                 return error_line("INVALID_REQUEST", "Invalid Request: empty batch")
-            if len(message) > self.max_batch_members:
-                log.warning("batch_refused", members=len(message), limit=self.max_batch_members, conn=ctx.conn_id)
-                return error_line("BATCH_TOO_LARGE", members=len(message), limit=self.max_batch_members)
+            if len(message) > self.limits.max_batch_members:
+                log.warning(
+                    "batch_refused", members=len(message), limit=self.limits.max_batch_members, conn=ctx.conn_id
+                )
+                return error_line("BATCH_TOO_LARGE", members=len(message), limit=self.limits.max_batch_members)
             parts: list[bytes] = []
             size = 2
             for member in message:
                 reply = await self._handle_one(member, ctx)
                 if reply is None:
                     continue
-                if size + len(reply) + 1 > self.max_reply_bytes:
+                if size + len(reply) + 1 > self.limits.max_reply_bytes:
                     reply = self._too_large(reply, member, ctx, len(reply))
                 elif not self._fits(size + len(reply)):
                     reply = self._busy(member, ctx, len(reply))
@@ -143,7 +148,7 @@ class Dispatcher:
         reply = await self._handle_one(message, ctx)
         if reply is None:
             return None
-        if len(reply) + 1 > self.max_reply_bytes:
+        if len(reply) + 1 > self.limits.max_reply_bytes:
             reply = self._too_large(reply, message, ctx, len(reply))
         elif not self._fits(len(reply)):
             reply = self._busy(message, ctx, len(reply))
@@ -152,7 +157,7 @@ class Dispatcher:
     # Replies waiting for their clients (issue 19, 2.10): a client that never reads holds its reply in the
     # daemon until send_timeout_s; a hundred of them held 1.2 GB. Small replies always go (errors among them).
     def _fits(self, size: int) -> bool:
-        return size <= _ALWAYS_SENT or self.unsent + size <= self.max_unsent_reply_bytes
+        return size <= _ALWAYS_SENT or self.unsent + size <= self.limits.max_unsent_reply_bytes
 
     def _held(self, reply: bytes) -> bytes:
         self.unsent += len(reply)
@@ -162,7 +167,7 @@ class Dispatcher:
         """The transport is done with ``reply`` (from :meth:`handle_line`): sent, or its client gone."""
         self.unsent -= len(reply)
 
-    def _busy(self, member: Any, ctx: Context, size: int) -> bytes:
+    def _busy(self, member: Any, ctx: Context[S], size: int) -> bytes:
         id_ = member.get("id") if isinstance(member, dict) else None
         log.warning("reply_refused_busy", bytes=size, unsent=self.unsent, request_id=id_, conn=ctx.conn_id)
         error = error_object(
@@ -171,19 +176,19 @@ class Dispatcher:
             hint="Try again in a moment; clients that do not read their replies are disconnected.",
             reply_bytes=size,
             unsent_bytes=self.unsent,
-            limit=self.max_unsent_reply_bytes,
+            limit=self.limits.max_unsent_reply_bytes,
             setting="max_unsent_reply_bytes",
         )
         return orjson.dumps(_response(id_, error=error))
 
-    def _too_large(self, reply: bytes, member: Any, ctx: Context, size: int) -> bytes:
+    def _too_large(self, reply: bytes, member: Any, ctx: Context[S], size: int) -> bytes:
         id_ = member.get("id") if isinstance(member, dict) else None
-        log.warning("reply_too_large", bytes=size, limit=self.max_reply_bytes, request_id=id_, conn=ctx.conn_id)
+        log.warning("reply_too_large", bytes=size, limit=self.limits.max_reply_bytes, request_id=id_, conn=ctx.conn_id)
         return orjson.dumps(
-            _response(id_, error=error_object("REPLY_TOO_LARGE", reply_bytes=size, limit=self.max_reply_bytes))
+            _response(id_, error=error_object("REPLY_TOO_LARGE", reply_bytes=size, limit=self.limits.max_reply_bytes))
         )
 
-    async def _handle_one(self, message: Any, ctx: Context) -> bytes | None:
+    async def _handle_one(self, message: Any, ctx: Context[S]) -> bytes | None:
         """One request in, its serialised reply out (None for a notification)."""
         if not isinstance(message, dict):
             return orjson.dumps(_response(None, error=error_object("INVALID_REQUEST")))
@@ -222,7 +227,7 @@ class Dispatcher:
         )
         return reply
 
-    async def _call(self, name: str, params: Any, ctx: Context, id_: Any) -> tuple[Any, dict[str, Any] | None]:
+    async def _call(self, name: str, params: Any, ctx: Context[S], id_: Any) -> tuple[Any, dict[str, Any] | None]:
         """Returns (result, None) or (None, error object)."""
         method = self.methods.get(name)
         if method is None:

@@ -29,6 +29,7 @@ import structlog
 from memoryd.errors import AppError
 from memoryd.notes.service import NotesService
 from memoryd.rules.service import RulesService
+from memoryd.settings import NotesSettings
 from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
 from memoryd.tasks import guarded, task
 from memoryd.watch import WorkspaceWatcher
@@ -40,15 +41,6 @@ log = structlog.get_logger("memoryd.runtime")
 # Markdown memory, and the rule files (search covers them too; rules reload them).
 WATCHED = ["memory", "spec/memory", OVERRIDES]
 ECHO_MAX = 4096  # signatures of the daemon's own writes kept per workspace, for the watcher's echo of them
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeSettings:
-    watch: bool
-    watch_debounce_ms: int
-    reconcile_interval_s: float
-    socket: Path  # noted in the lock file, so another daemon can name its holder
-    home: Path | None
 
 
 class Planned(Protocol):
@@ -89,8 +81,21 @@ def _signature(path: Path) -> tuple[int, int, int]:
 
 
 class Runtime:
-    def __init__(self, settings: RuntimeSettings, registry: Registry, notes: NotesService, rules: RulesService) -> None:
+    def __init__(
+        self,
+        settings: NotesSettings,
+        registry: Registry,
+        notes: NotesService,
+        rules: RulesService,
+        *,
+        socket: Path,
+        home: Path | None,
+    ) -> None:
+        """``settings``: the notes group (watch, its debounce, the reconcile interval); ``socket`` and ``home`` are
+        noted in the lock file, so another daemon can name its holder."""
         self.settings = settings
+        self.socket = socket
+        self.home = home
         self.registry = registry
         self.notes = notes
         self.rules = rules
@@ -150,8 +155,8 @@ class Runtime:
         if wrt is None:
             me = {
                 "pid": self.pid,
-                "socket": str(self.settings.socket),
-                "home": None if self.settings.home is None else str(self.settings.home),
+                "socket": str(self.socket),
+                "home": None if self.home is None else str(self.home),
             }
             wrt = self._by_id[ws.id] = WorkspaceRuntime(ws, WorkspaceLock(ws.path, me))
         return wrt

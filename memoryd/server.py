@@ -211,7 +211,7 @@ class Server:
                     log.warning("accept_failed", error=exc.strerror)
                     await anyio.sleep(0.05)
                     continue
-                if len(self.connections) >= self.settings.max_connections:
+                if len(self.connections) >= self.settings.server.max_connections:
                     if self._refusing < _MAX_REFUSING:
                         self._refusing += 1
                         tg.start_soon(self._refuse, stream)
@@ -227,10 +227,10 @@ class Server:
         """Tell a client beyond max_connections why, then close. The client's request (if it sent one already) is
         read and dropped before closing, so its socket sees our answer rather than a reset."""
         try:
-            log.info("busy_refused", open_connections=len(self.connections), limit=self.settings.max_connections)
+            log.info("busy_refused", open_connections=len(self.connections), limit=self.settings.server.max_connections)
             with anyio.move_on_after(_REFUSE_S):
                 await stream.send(
-                    error_line("MEMORY_BUSY", limit=self.settings.max_connections, setting="max_connections")
+                    error_line("MEMORY_BUSY", limit=self.settings.server.max_connections, setting="max_connections")
                 )
                 await stream.send_eof()
                 received = 0
@@ -249,10 +249,10 @@ class Server:
                     stream,
                     conn,
                     self.app.handle_line,
-                    max_line_bytes=self.settings.max_line_bytes,
-                    idle_timeout_s=self.settings.idle_timeout_s,
+                    max_line_bytes=self.settings.server.max_line_bytes,
+                    idle_timeout_s=self.settings.server.idle_timeout_s,
                     draining=self.draining,
-                    send_timeout_s=self.settings.send_timeout_s,
+                    send_timeout_s=self.settings.server.send_timeout_s,
                     sent=self.app.reply_sent,
                 )
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
@@ -267,7 +267,7 @@ class Server:
     async def _drain(self) -> None:
         """Finish in-flight requests (bounded by drain_timeout_s); close idle connections right away."""
         self.app.dispatcher.shutting_down = True
-        with anyio.move_on_after(self.settings.drain_timeout_s):
+        with anyio.move_on_after(self.settings.server.drain_timeout_s):
             while True:
                 for conn in list(self.connections.values()):
                     if not conn.busy:

@@ -61,7 +61,7 @@ class Connection:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
 
-async def serve_connection(
+async def serve_connection(  # noqa: C901, PLR0912, PLR0915 (one connection's read loop: framing, limits, drain)
     stream: anyio.abc.SocketStream,
     conn: Connection,
     handle: LineHandler,

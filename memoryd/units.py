@@ -233,7 +233,7 @@ def _install_one(unit: UnitFile) -> tuple[str, Path | None]:
     return ("created" if current is None else "updated"), backup
 
 
-def install_service(
+def install_service(  # noqa: C901, PLR0912, PLR0915 (one linear script per service manager)
     *,
     print_only: bool,
     home: str | None,

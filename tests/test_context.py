@@ -336,7 +336,7 @@ def test_the_trigger_is_precise_and_finds_past_references() -> None:
 
 def test_the_context_settings_are_checked(tmp_path: Path) -> None:
     assert (
-        load_settings(home=str(tmp_path), overrides={"context_snapshot_ttl_hours": "0"}).context_snapshot_ttl_hours == 0
+        load_settings(home=str(tmp_path), overrides={"context_snapshot_ttl_hours": "0"}).context.snapshot_ttl_hours == 0
     )
     for name, value in (("context_snapshot_ttl_hours", "-1"), ("context_budget_chars", "500")):
         with pytest.raises(SettingsError):

@@ -132,5 +132,54 @@ def test_the_search_score_describes_the_default_fusion() -> None:
     from memoryd.notes.api import SearchHit
 
     description = SearchHit.model_fields["score"].description or ""
-    default = Settings().search_fusion
+    default = Settings().search.fusion
     assert default == "weighted" and "weighted, the default" in description
+
+
+def test_the_generated_names_are_the_table_and_the_reasons() -> None:
+    """memoryd/names.py (generated, checked for drift above) holds every error name in use and every reason."""
+    import typing
+
+    from memoryd import names
+
+    assert set(typing.get_args(names.ErrorName)) == {n for n, s in SPECS.items() if not s.retired}
+    assert typing.get_args(names.DegradedReason) == DEGRADED_REASONS
+
+
+PROBE = """from __future__ import annotations
+
+from memoryd.errors import AppError
+from memoryd.methods.services import Ctx
+from memoryd.models import Degraded
+from memoryd.rpc import Context
+
+
+class NotAnApp:
+    version = "0"
+
+
+def typos() -> None:
+    Degraded(reason="vector_index_unusabel")
+    raise AppError("MEMORY_NOT_A_NAME")
+
+
+def wrong_app() -> Ctx:
+    return Context(NotAnApp())
+"""
+
+
+def test_mypy_refuses_a_misspelt_name_and_an_app_that_is_not_the_services(tmp_path: Path) -> None:
+    """Issue 20 item 3: an error name or a degraded reason that is not in the table fails mypy, and so does a
+    request context whose app lacks what handlers may use (App itself is checked in memoryd/app.py)."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(PROBE)
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-error-summary", str(probe)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    lines = [line for line in out.stdout.splitlines() if ": error:" in line]
+    assert [line.split(":")[1] for line in lines] == ["14", "15", "19"], out.stdout
+    assert '"Context" has incompatible type "NotAnApp"; expected "Services"' in lines[2]

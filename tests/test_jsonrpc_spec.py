@@ -38,31 +38,31 @@ class NoParams(BaseModel):
     pass
 
 
-def example_dispatcher() -> Dispatcher:
-    d = Dispatcher()
+def example_dispatcher() -> Dispatcher[None]:
+    d: Dispatcher[None] = Dispatcher()
 
     @d.register("subtract", Subtract, Number)
-    async def subtract(ctx: Context, p: Subtract) -> Number:
+    async def subtract(ctx: Context[None], p: Subtract) -> Number:
         return Number(p.minuend - p.subtrahend)
 
     @d.register("sum", Numbers, Number)
-    async def sum_(ctx: Context, p: Numbers) -> Number:
+    async def sum_(ctx: Context[None], p: Numbers) -> Number:
         return Number(sum(p.root))
 
     @d.register("update", Numbers, Anything)
-    async def update(ctx: Context, p: Numbers) -> Anything:
+    async def update(ctx: Context[None], p: Numbers) -> Anything:
         return Anything(None)
 
     @d.register("notify_hello", Numbers, Anything)
-    async def notify_hello(ctx: Context, p: Numbers) -> Anything:
+    async def notify_hello(ctx: Context[None], p: Numbers) -> Anything:
         return Anything(None)
 
     @d.register("notify_sum", Numbers, Anything)
-    async def notify_sum(ctx: Context, p: Numbers) -> Anything:
+    async def notify_sum(ctx: Context[None], p: Numbers) -> Anything:
         return Anything(None)
 
     @d.register("get_data", NoParams, Anything)
-    async def get_data(ctx: Context, p: NoParams) -> Anything:
+    async def get_data(ctx: Context[None], p: NoParams) -> Anything:
         return Anything(["hello", 5])
 
     return d
@@ -191,7 +191,7 @@ async def test_internal_errors_leak_nothing() -> None:
     d = example_dispatcher()
 
     @d.register("boom", NoParams, Anything)
-    async def boom(ctx: Context, p: NoParams) -> Anything:
+    async def boom(ctx: Context[None], p: NoParams) -> Anything:
         raise RuntimeError("/home/someone/secret path and memory text")
 
     reply = orjson.loads(await d.handle_line(b'{"jsonrpc":"2.0","method":"boom","id":1}', Context(app=None)) or b"")
@@ -219,7 +219,7 @@ async def test_a_result_the_wire_cannot_carry_is_an_internal_error_for_its_id() 
     d = example_dispatcher()
 
     @d.register("huge", NoParams, Anything)
-    async def huge(ctx: Context, p: NoParams) -> Anything:
+    async def huge(ctx: Context[None], p: NoParams) -> Anything:
         return Anything({"x": 2**64 + 1})  # valid JSON, beyond what orjson serialises
 
     line = b'[{"jsonrpc":"2.0","method":"huge","id":1},{"jsonrpc":"2.0","method":"get_data","id":2}]'

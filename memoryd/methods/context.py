@@ -7,9 +7,8 @@ from pydantic import Field, model_validator
 
 from memoryd.context.api import ContextResult
 from memoryd.context.service import ContextRequest
-from memoryd.methods.services import services
+from memoryd.methods.services import Ctx, Handlers, services
 from memoryd.models import Wire, WorkspaceRef
-from memoryd.rpc import Context, Dispatcher
 from memoryd.rules.models import ID_PATTERN
 
 
@@ -48,9 +47,9 @@ class ContextParams(Wire):
         return self
 
 
-def register(d: Dispatcher) -> None:
+def register(d: Handlers) -> None:
     @d.register("context", ContextParams, ContextResult)
-    async def context(ctx: Context, p: ContextParams) -> ContextResult:
+    async def context(ctx: Ctx, p: ContextParams) -> ContextResult:
         """What a host injects into a coding agent's prompt. `stable`: the rules resolved for model_id/fw_version
         (/instance_id) — none without them — then memory/MEMORY.md, rendered deterministically within the
         budget (the last line names what was cut); byte-identical whatever query_text is, and with session_id the

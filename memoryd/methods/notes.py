@@ -8,19 +8,17 @@ from typing import Annotated, Literal
 import anyio
 from pydantic import AfterValidator, Field, model_validator
 
-from memoryd.methods.services import Services, services
+from memoryd.methods.services import Ctx, Handlers, Services, services
 from memoryd.models import Degraded, OwnerToken, Wire, WorkspaceRef
 from memoryd.notes.api import (
     GetResult,
     IndexReport,
     RememberResult,
     SearchHit,
-    ValidationProblem,
     ValidationReport,
     WorkspaceHits,
 )
 from memoryd.notes.search import Options
-from memoryd.rpc import Context, Dispatcher
 from memoryd.workspaces import Workspace
 
 Scope = Literal["workspace", "all"]
@@ -151,9 +149,9 @@ async def targets(app: Services, params: ScopedParams) -> list[Workspace]:
     return [await app.workspace(params.workspace)]
 
 
-def register(d: Dispatcher) -> None:
+def register(d: Handlers) -> None:
     @d.register("remember", RememberParams, RememberResult, writes=True)
-    async def remember(ctx: Context, p: RememberParams) -> RememberResult:
+    async def remember(ctx: Ctx, p: RememberParams) -> RememberResult:
         """Append an entry to today's daily file memory/YYYY-MM-DD.md (one append + fsync); immediately searchable."""
         app = services(ctx)
         ws = await app.workspace(p.workspace, write=not p.dry_run)
@@ -163,7 +161,7 @@ def register(d: Dispatcher) -> None:
         return result
 
     @d.register("search", SearchParams, SearchResult)
-    async def search(ctx: Context, p: SearchParams) -> SearchResult:
+    async def search(ctx: Ctx, p: SearchParams) -> SearchResult:
         """BM25 search over the workspace's Markdown memory (Chinese and exact identifiers work). A hit is a
         passage: a bullet with its continuation lines, a fenced code block, or up to 8 lines of a paragraph, inside
         a `##` section. start_line/lines name the passage (`get` reads exactly it), section_start_line and
@@ -172,13 +170,12 @@ def register(d: Dispatcher) -> None:
         by score."""
         app = services(ctx)
         workspaces = await targets(app, p)
-        snippet = p.snippet_max_chars or app.settings.snippet_max_chars
-        limit = min(p.limit, app.settings.search_max_limit)
+        limit = app.notes.search_limit(p.limit)
         options = Options(also=tuple(p.also), since=_day(p.since), until=_day(p.until), today=_day(p.now))
         answers: list[tuple[Workspace, WorkspaceHits]] = []
 
         async def one(ws: Workspace) -> None:
-            answers.append((ws, await app.notes.search(ws, p.query, limit, snippet, p.mode, options)))
+            answers.append((ws, await app.notes.search(ws, p.query, limit, p.snippet_max_chars, p.mode, options)))
 
         if len(workspaces) == 1:  # the common case: no task group (its setup is a tenth of a search on the loop)
             await one(workspaces[0])
@@ -205,16 +202,15 @@ def register(d: Dispatcher) -> None:
         )
 
     @d.register("get", GetParams, GetResult)
-    async def get(ctx: Context, p: GetParams) -> GetResult:
+    async def get(ctx: Ctx, p: GetParams) -> GetResult:
         """Read up to 200 lines of a memory file: Markdown under memory/, or rule YAML under spec/memory/profiles/,
         spec/memory/candidates/ and data/memory/overrides/ (the files search finds)."""
         app = services(ctx)
         ws = await app.workspace(p.workspace)
-        lines = min(p.lines, app.settings.get_max_lines)
-        return await app.notes.get(ws, p.path, p.from_line, lines)
+        return await app.notes.get(ws, p.path, p.from_line, p.lines)
 
     @d.register("index", IndexParams, IndexResult)
-    async def index(ctx: Context, p: IndexParams) -> IndexResult:
+    async def index(ctx: Ctx, p: IndexParams) -> IndexResult:
         """Bring the index up to date (incremental by mtime + sha256), or rebuild it with full."""
         app = services(ctx)
         started = anyio.current_time()
@@ -224,7 +220,7 @@ def register(d: Dispatcher) -> None:
         return IndexResult(workspaces=reports, ms=round((anyio.current_time() - started) * 1000, 2))
 
     @d.register("validate", ValidateParams, ValidateResult)
-    async def validate(ctx: Context, p: ValidateParams) -> ValidateResult:
+    async def validate(ctx: Ctx, p: ValidateParams) -> ValidateResult:
         """Check memory/ exists, daily heading formats, files outside the layout, broken or escaping links; rule
         files that do not parse, invalid fw_range, unknown provenance, torn evidence lines."""
         app = services(ctx)
@@ -232,7 +228,7 @@ def register(d: Dispatcher) -> None:
         for ws in await targets(app, p):
             report = await app.notes.validate(ws)
             rules = await app.rules.validate(ws)
-            problems = report.problems + [ValidationProblem.model_validate(r) for r in rules]
-            ok = report.ok and not any(r["severity"] == "error" for r in rules)
+            problems = report.problems + rules
+            ok = report.ok and not any(r.severity == "error" for r in rules)
             reports.append(ValidationReport(workspace_id=report.workspace_id, ok=ok, problems=problems))
         return ValidateResult(ok=all(r.ok for r in reports), reports=reports)

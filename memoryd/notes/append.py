@@ -270,7 +270,7 @@ class Writer:
 
     root: Path
     workspace_id: str
-    scan_max_bytes: int = 8 * 1024 * 1024  # a file read whole is chunked (for its last block) up to this size
+    scan_max_bytes: int  # a file read whole is chunked (for its last block) up to this size: index_max_file_bytes
     queue: list[Request] = field(default_factory=list)
     tail: Tail | None = None
 

@@ -91,7 +91,7 @@ def _slip(root: Path, rel: str, target: Path) -> None:
         )
 
 
-def validate_tree(root: Path, limit: int) -> list[daily.Problem]:
+def validate_tree(root: Path, limit: int) -> list[daily.Problem]:  # noqa: C901 (one walk; a branch per problem kind)
     """The problems of a workspace's memory/ tree: layout, unreadable or refused files, daily headings, links."""
     memory = root / "memory"
     problems: list[daily.Problem] = []

@@ -19,7 +19,8 @@ import structlog
 
 from memoryd.errors import AppError
 from memoryd.notes.semantic import Semantic
-from memoryd.notes.workspace import NotesSettings, WorkspaceNotes
+from memoryd.notes.workspace import WorkspaceNotes
+from memoryd.settings import NotesSettings
 from memoryd.store.index import SyncReport
 from memoryd.store.readers import IndexCorrupted
 

@@ -20,8 +20,9 @@ from memoryd.models import Degraded
 from memoryd.notes import api, fusion, indexer, itemids, items
 from memoryd.notes.fusion import Candidate
 from memoryd.notes.semantic import QUERY_TIMEOUT_HINT, Semantic
-from memoryd.notes.workspace import NotesSettings, WorkspaceNotes
+from memoryd.notes.workspace import WorkspaceNotes
 from memoryd.pool import ThreadPool
+from memoryd.settings import SearchSettings
 from memoryd.store.readers import IndexCorrupted
 from memoryd.text import dates, dictionary, textindex
 
@@ -71,7 +72,7 @@ class Found:
 
 
 class SearchPipeline:
-    def __init__(self, settings: NotesSettings, semantic: Semantic, words: dictionary.Dictionary | None) -> None:
+    def __init__(self, settings: SearchSettings, semantic: Semantic, words: dictionary.Dictionary | None) -> None:
         self.settings = settings
         self.semantic = semantic
         self.dictionary = words

@@ -23,9 +23,10 @@ import anyio
 import structlog
 
 from memoryd import embed
-from memoryd.embed import Cancel, EmbeddingUnavailable, EmbedSettings, Provider
+from memoryd.embed import Cancel, EmbeddingUnavailable, Provider
 from memoryd.models import Degraded
 from memoryd.pool import ThreadPool
+from memoryd.settings import SemanticSettings
 from memoryd.store.index import NoteIndex
 from memoryd.store.passage import Passage
 from memoryd.store.vector_schema import REBUILD_HINT, VectorsUnavailable, damaged, extension_path
@@ -46,12 +47,6 @@ QUERY_TIMEOUT_HINT = (
     "Check the embedding endpoint, or raise the setting."
 )
 _DAILY = re.compile(r"memory/(\d{4})-(\d{2})-(\d{2})\.md")
-
-
-@dataclass(frozen=True, slots=True)
-class SemanticSettings:
-    embed: EmbedSettings
-    vector_extension: str = ""  # a path to sqlite-vec's loadable file; "" = the one the sqlite-vec package ships
 
 
 @dataclass(eq=False)
@@ -157,7 +152,7 @@ class Semantic:
         """Load the provider, then embed whatever is behind, for as long as the daemon runs."""
         started = time.perf_counter()
         try:
-            self.provider = await self._thread.run(lambda: embed.load(self.settings.embed, self._cancel))
+            self.provider = await self._thread.run(lambda: embed.load(self.settings, self._cancel))
         except EmbeddingUnavailable as exc:
             self.problem = Degraded(reason=exc.reason, hint=exc.hint, message=str(exc))
             log.warning("semantic_unavailable", reason=exc.reason, error=str(exc))
@@ -337,7 +332,7 @@ class Semantic:
         assert provider is not None
         if self._query_waiting >= QUERY_WAITING:
             raise TimeoutError(f"{self._query_waiting} searches already wait for query embeddings")
-        budget = self.settings.embed.query_timeout_s
+        budget = self.settings.query_timeout_s
         deadline = time.monotonic() + budget
 
         def run() -> bytes:
@@ -391,7 +386,6 @@ __all__ = [
     "RRF_K",
     "Degraded",
     "Semantic",
-    "SemanticSettings",
     "WorkspaceVectors",
     "units_of",
 ]

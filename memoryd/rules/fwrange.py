@@ -339,6 +339,18 @@ def _parse(text: str) -> tuple[str, Key, Key, tuple[int, int]]:
             raise FwRangeError(f"{_quote(text)}: {_RANGE_HINT}") from None
         return _exact(v)
 
+    comparators = _comparators(text, s)
+    if comparators[0][0] == "=":
+        if len(comparators) > 1:
+            raise FwRangeError(f"{_quote(text)}: '=' cannot be combined with another comparator; {_RANGE_HINT}")
+        return _exact(comparators[0][1])
+    if len(comparators) > 1 and comparators[1][0] == "=":
+        raise FwRangeError(f"{_quote(text)}: '=' cannot be combined with another comparator; {_RANGE_HINT}")
+    return _bounded(text, comparators)
+
+
+def _comparators(text: str, s: str) -> list[tuple[str, Version]]:
+    """The one or two ``(operator, version)`` of a comparator range (``s``: ``text`` stripped)."""
     m = _COMPARATORS_RE.fullmatch(s)
     if m is None:
         raise FwRangeError(f"{_quote(text)}: {_RANGE_HINT}")
@@ -352,14 +364,11 @@ def _parse(text: str) -> tuple[str, Key, Key, tuple[int, int]]:
             comparators.append((op, parse_version(vtext)))
         except FwRangeError as exc:
             raise FwRangeError(f"{_quote(text)}: bad version after {op!r}: {exc}") from None
+    return comparators
 
-    if comparators[0][0] == "=":
-        if len(comparators) > 1:
-            raise FwRangeError(f"{_quote(text)}: '=' cannot be combined with another comparator; {_RANGE_HINT}")
-        return _exact(comparators[0][1])
-    if len(comparators) > 1 and comparators[1][0] == "=":
-        raise FwRangeError(f"{_quote(text)}: '=' cannot be combined with another comparator; {_RANGE_HINT}")
 
+def _bounded(text: str, comparators: list[tuple[str, Version]]) -> tuple[str, Key, Key, tuple[int, int]]:
+    """A range of at most one lower and one upper bound: normalised text, keys and width (as :func:`_parse`)."""
     lower = [(op, v) for op, v in comparators if op[0] == ">"]
     upper = [(op, v) for op, v in comparators if op[0] == "<"]
     for side, name in ((lower, "lower"), (upper, "upper")):

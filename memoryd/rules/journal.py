@@ -26,7 +26,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import structlog
@@ -92,7 +92,10 @@ def target(root: Path, rel: object) -> Path:
     return path
 
 
-def action(before: bytes | None, after: bytes | None) -> str:
+Action = Literal["create", "update", "delete", "unchanged"]
+
+
+def action(before: bytes | None, after: bytes | None) -> Action:
     """What writing ``after`` over ``before`` does to a file (None: absent)."""
     if before == after:
         return "unchanged"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 import yaml
@@ -18,6 +18,7 @@ from memoryd import ids
 from memoryd.errors import AppError
 from memoryd.fsio import confine
 from memoryd.notes import items
+from memoryd.rules import api as m
 from memoryd.rules import compile as comp
 from memoryd.rules import journal
 from memoryd.rules.fwrange import FwRangeError, parse_version
@@ -26,41 +27,46 @@ from memoryd.rules.workspace import WorkspaceRules
 
 _YAML = (".yaml", ".yml")
 
-if TYPE_CHECKING:
-    from memoryd.rules import api as m
 
-
-def _summary(loaded: LoadedRule) -> dict[str, Any]:
+def _summary(loaded: LoadedRule) -> m.RuleSummary:
     rule = loaded.rule
-    return {
-        "rule_id": rule.rule_id,
-        "layer": loaded.layer,
-        "model_id": rule.model_id,
-        "fw_range": loaded.range.text,
-        "priority": rule.priority,
-        "confidence": rule.confidence,
-        "revision": rule.revision,
-        "summary": rule.summary,
-        "instance_id": rule.instance_id,
-        "path": loaded.path,
-        "facts": sorted(rule.facts),
-    }
+    return m.RuleSummary(
+        rule_id=rule.rule_id,
+        layer=loaded.layer,
+        model_id=rule.model_id,
+        fw_range=loaded.range.text,
+        priority=rule.priority,
+        confidence=rule.confidence,
+        revision=rule.revision,
+        summary=rule.summary,
+        instance_id=rule.instance_id,
+        path=loaded.path,
+        facts=sorted(rule.facts),
+    )
 
 
-def search(wr: WorkspaceRules, p: m.RulesSearchParams) -> dict[str, Any]:
+def search(
+    wr: WorkspaceRules,
+    *,
+    model_id: str | None = None,
+    fw_version: str | None = None,
+    query: str | None = None,
+    layer: Layer | None = None,
+    limit: int = 50,
+) -> m.RulesSearchResult:
     version = None
-    if p.fw_version is not None:
+    if fw_version is not None:
         try:
-            version = parse_version(p.fw_version)
+            version = parse_version(fw_version)
         except FwRangeError as exc:
             raise AppError("MEMORY_VERSION_INVALID", str(exc)) from exc
-    words = [w.casefold() for w in (p.query or "").split() if w]
+    words = [w.casefold() for w in (query or "").split() if w]
     found = []
     for loaded in wr.rules.all():
         rule = loaded.rule
-        if p.model_id is not None and rule.model_id != p.model_id:
+        if model_id is not None and rule.model_id != model_id:
             continue
-        if p.layer is not None and loaded.layer != p.layer:
+        if layer is not None and loaded.layer != layer:
             continue
         if version is not None and not loaded.range.contains(version):
             continue
@@ -69,7 +75,7 @@ def search(wr: WorkspaceRules, p: m.RulesSearchParams) -> dict[str, Any]:
             if not all(w in haystack for w in words):
                 continue
         found.append(_summary(loaded))
-    return {"rules": found[: p.limit], "total": len(found)}
+    return m.RulesSearchResult(rules=found[:limit], total=len(found))
 
 
 def _one(wr: WorkspaceRules, rule_id: str, layer: Layer | None, model_id: str | None = None) -> LoadedRule:
@@ -79,9 +85,9 @@ def _one(wr: WorkspaceRules, rule_id: str, layer: Layer | None, model_id: str | 
     return found[0]
 
 
-def show(wr: WorkspaceRules, p: m.RuleRef) -> dict[str, Any]:
+def show(wr: WorkspaceRules, rule_id: str, layer: Layer | None = None) -> m.RulesShowResult:
     wr.evidence.refresh()
-    loaded = _one(wr, p.rule_id, p.layer)
+    loaded = _one(wr, rule_id, layer)
     observations, missing = [], []
     for oid in loaded.rule.provenance.observation_ids:
         stored = wr.evidence.get(oid)
@@ -89,68 +95,77 @@ def show(wr: WorkspaceRules, p: m.RuleRef) -> dict[str, Any]:
             missing.append(oid)
         else:
             observations.append(stored.observation)
-    return {
-        "rule": loaded.rule,
-        "layer": loaded.layer,
-        "path": loaded.path,
-        "observations": observations,
-        "missing_observations": missing,
-        "history": _rule_history(journal.read_history(wr.root), loaded.rule_id),
-    }
+    return m.RulesShowResult(
+        rule=loaded.rule,
+        layer=loaded.layer,
+        path=loaded.path,
+        observations=observations,
+        missing_observations=missing,
+        history=_rule_history(journal.read_history(wr.root), loaded.rule_id),
+    )
 
 
-def diff(wr: WorkspaceRules, p: m.RulesDiffParams) -> dict[str, Any]:
-    loaded = _one(wr, p.rule_id, p.layer)
-    current = loaded.rule.revision
-    to_rev = current if p.to_rev is None else p.to_rev
+def diff(
+    wr: WorkspaceRules, rule_id: str, from_rev: int, to_rev: int | None = None, layer: Layer | None = None
+) -> m.RulesDiffResult:
+    loaded = _one(wr, rule_id, layer)
+    if to_rev is None:
+        to_rev = loaded.rule.revision
     history = journal.read_history(wr.root)
-    before = _revision(wr.root, history, loaded, p.from_rev)
+    before = _revision(wr.root, history, loaded, from_rev)
     after = _revision(wr.root, history, loaded, to_rev)
     text_a = yaml.safe_dump(before, sort_keys=False, allow_unicode=True).splitlines(keepends=True)
     text_b = yaml.safe_dump(after, sort_keys=False, allow_unicode=True).splitlines(keepends=True)
-    diff = "".join(difflib.unified_diff(text_a, text_b, f"{p.rule_id}@{p.from_rev}", f"{p.rule_id}@{to_rev}"))
+    diff = "".join(difflib.unified_diff(text_a, text_b, f"{rule_id}@{from_rev}", f"{rule_id}@{to_rev}"))
     facts_a, facts_b = before.get("facts", {}), after.get("facts", {})
     changes = []
     for key in sorted(set(facts_a) | set(facts_b)):
         if key not in facts_b:
-            changes.append({"key": key, "before": facts_a[key], "change": "removed"})
+            changes.append(m.FactChange(key=key, before=facts_a[key], change="removed"))
         elif key not in facts_a:
-            changes.append({"key": key, "after": facts_b[key], "change": "added"})
+            changes.append(m.FactChange(key=key, after=facts_b[key], change="added"))
         elif facts_a[key] != facts_b[key]:
-            changes.append({"key": key, "before": facts_a[key], "after": facts_b[key], "change": "changed"})
-    return {"rule_id": p.rule_id, "from_rev": p.from_rev, "to_rev": to_rev, "diff": diff, "facts": changes}
+            changes.append(m.FactChange(key=key, before=facts_a[key], after=facts_b[key], change="changed"))
+    return m.RulesDiffResult(rule_id=rule_id, from_rev=from_rev, to_rev=to_rev, diff=diff, facts=changes)
 
 
-def timeline(wr: WorkspaceRules, p: m.TimelineParams) -> dict[str, Any]:
-    since = None if p.since is None else comp.parse_when(p.since, "since")
-    until = None if p.until is None else comp.parse_when(p.until, "until")
+def timeline(
+    wr: WorkspaceRules,
+    *,
+    since: str | None = None,
+    until: str | None = None,
+    run_id: str | None = None,
+    limit: int = 50,
+) -> m.TimelineResult:
+    start = None if since is None else comp.parse_when(since, "since")
+    end = None if until is None else comp.parse_when(until, "until")
 
     def inside(moment: datetime) -> bool:
-        return (since is None or moment >= since) and (until is None or moment < until)
+        return (start is None or moment >= start) and (end is None or moment < end)
 
     wr.evidence.refresh()
-    events: list[tuple[datetime, dict[str, Any]]] = []
+    events: list[tuple[datetime, m.TimelineEvent]] = []
     for stored in wr.evidence.iter_ordered():
         obs = stored.observation
-        if p.run_id is not None and obs.run_id != p.run_id:
+        if run_id is not None and obs.run_id != run_id:
             continue
         moment = ids.id_time(obs.observation_id)
         if inside(moment):
             events.append(
                 (
                     moment,
-                    {
-                        "ts": obs.ts,
-                        "type": "observation",
-                        "id": obs.observation_id,
-                        "summary": _clip(obs.text),
-                        "kind": obs.kind,
-                        "run_id": obs.run_id,
-                        "model_id": obs.model_id,
-                    },
+                    m.TimelineEvent(
+                        ts=obs.ts,
+                        type="observation",
+                        id=obs.observation_id,
+                        summary=_clip(obs.text),
+                        kind=obs.kind,
+                        run_id=obs.run_id,
+                        model_id=obs.model_id,
+                    ),
                 )
             )
-    known = items.load(wr.root) if p.run_id is None else {}
+    known = items.load(wr.root) if run_id is None else {}
     for item_id, item in known.items():  # what remember wrote (data/memory/items.jsonl)
         try:
             moment = datetime.fromisoformat(str(item.get("created_at")))
@@ -161,16 +176,16 @@ def timeline(wr: WorkspaceRules, p: m.TimelineParams) -> dict[str, Any]:
             events.append(
                 (
                     moment,
-                    {
-                        "ts": str(item["created_at"]),
-                        "type": "remember",
-                        "id": item_id,
-                        "summary": _clip(f"{where} {_first_line(item)}"),
-                        "paths": [str(item.get("path"))],
-                    },
+                    m.TimelineEvent(
+                        ts=str(item["created_at"]),
+                        type="remember",
+                        id=item_id,
+                        summary=_clip(f"{where} {_first_line(item)}"),
+                        paths=[str(item.get("path"))],
+                    ),
                 )
             )
-    if p.run_id is None:
+    if run_id is None:
         for entry in journal.read_history(wr.root):
             try:
                 moment = datetime.fromisoformat(str(entry.get("ts")))
@@ -182,28 +197,28 @@ def timeline(wr: WorkspaceRules, p: m.TimelineParams) -> dict[str, Any]:
             events.append(
                 (
                     moment,
-                    {
-                        "ts": str(entry["ts"]),
-                        "type": "change",
-                        "id": str(entry.get("run_id")),
-                        "op": str(entry.get("op")),
-                        "summary": _change_summary(entry, known),
-                        "paths": [str(c.get("path")) for c in changes],
-                    },
+                    m.TimelineEvent(
+                        ts=str(entry["ts"]),
+                        type="change",
+                        id=str(entry.get("run_id")),
+                        op=str(entry.get("op")),
+                        summary=_change_summary(entry, known),
+                        paths=[str(c.get("path")) for c in changes],
+                    ),
                 )
             )
-    events.sort(key=lambda e: (e[0], e[1]["id"]), reverse=True)
-    return {"events": [e for _, e in events[: p.limit]], "truncated": len(events) > p.limit}
+    events.sort(key=lambda e: (e[0], e[1].id), reverse=True)
+    return m.TimelineResult(events=[e for _, e in events[:limit]], truncated=len(events) > limit)
 
 
-def candidates(wr: WorkspaceRules, p: m.CandidatesListParams) -> dict[str, Any]:
-    return {
-        "candidates": [
+def candidates(wr: WorkspaceRules, model_id: str | None = None) -> m.CandidatesListResult:
+    return m.CandidatesListResult(
+        candidates=[
             _summary(r)
             for r in wr.rules.all()
-            if r.layer == "candidate" and (p.model_id is None or r.rule.model_id == p.model_id)
+            if r.layer == "candidate" and (model_id is None or r.rule.model_id == model_id)
         ]
-    }
+    )
 
 
 # --- helpers -------------------------------------------------------------------------------------------------------

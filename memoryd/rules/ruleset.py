@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from memoryd import yamlsafe
 from memoryd.fsio import FileTooLarge, NotRegularFile, read_regular
 from memoryd.rules import journal
+from memoryd.rules.api import TraceEntry
 from memoryd.rules.fwrange import FwRange, FwRangeError, parse_range, parse_version
 from memoryd.rules.models import Rule
 from memoryd.store.prepare import file_kind, indexed_files, indexed_stats
@@ -297,7 +298,7 @@ def as_recorded(rules: list[LoadedRule], recorded: dict[str, tuple[int, str]] | 
 @dataclass(frozen=True, slots=True)
 class Resolved:
     facts: dict[str, Any]
-    trace: dict[str, dict[str, Any]]
+    trace: dict[str, TraceEntry]  # frozen: shared by every answer from the cache
     rules: list[str]
     generation: int  # of the rule set it was computed from
 
@@ -445,21 +446,23 @@ class RuleSet:
         matching.sort(key=lambda r: r.rule_id, reverse=True)
         matching.sort(key=_precedence)
         facts: dict[str, Any] = {}
-        trace: dict[str, dict[str, Any]] = {}
+        trace: dict[str, TraceEntry] = {}
         for loaded in matching:
             rule = loaded.rule
+            layer = loaded.layer
+            assert layer != "candidate"  # candidates are never in by_model (see _index)
             for fact, value in rule.facts.items():
                 previous = trace.get(fact)
-                beat = [previous["rule_id"], *previous["beat"]] if previous else []
+                beat = [previous.rule_id, *previous.beat] if previous else []
                 facts[fact] = value
-                trace[fact] = {
-                    "rule_id": rule.rule_id,
-                    "layer": loaded.layer,
-                    "fw_range": loaded.range.text,
-                    "priority": rule.priority,
-                    "path": loaded.path,
-                    "beat": beat,
-                }
+                trace[fact] = TraceEntry(
+                    rule_id=rule.rule_id,
+                    layer=layer,
+                    fw_range=loaded.range.text,
+                    priority=rule.priority,
+                    path=loaded.path,
+                    beat=beat,
+                )
         answer = Resolved(
             dict(sorted(facts.items())), dict(sorted(trace.items())), [r.rule_id for r in matching], generation
         )

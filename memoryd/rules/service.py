@@ -11,40 +11,48 @@ from __future__ import annotations
 
 import errno
 import re
+from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
 import anyio
 import anyio.abc
 import orjson
 import structlog
-from pydantic import BaseModel
 
 from memoryd import ids
 from memoryd.errors import AppError
 from memoryd.fsio import append_line, member
+from memoryd.notes.api import ValidationProblem
 from memoryd.notes.daily import strip_private, strip_private_value
 from memoryd.rules import api as m
-from memoryd.rules import changes, handedit, journal, review, undo
+from memoryd.rules import apply as compile_apply
+from memoryd.rules import candidates as candidate_moves
 from memoryd.rules import compile as comp
+from memoryd.rules import handedit, journal, review, undo
+from memoryd.rules import prepare as compile_prepare
 from memoryd.rules.evidence import EvidenceStore, file_of
 from memoryd.rules.fwrange import FwRangeError
 from memoryd.rules.models import Observation, unrecommended
 from memoryd.rules.ruleset import RuleSet
-from memoryd.rules.settings import RulesSettings
 from memoryd.rules.workspace import WorkspaceRules
+from memoryd.settings import RulesSettings
 from memoryd.tasks import task
 from memoryd.workspaces import Workspace
 
-_R = TypeVar("_R", bound=BaseModel)
+_T = TypeVar("_T")
 log = structlog.get_logger("memoryd.rules")
 
 
 _LINE = re.compile(r"line (\d+): ")
+Severity = Literal["error", "warning"]
 
 
 class RulesService:
-    def __init__(self, settings: RulesSettings) -> None:
+    def __init__(self, settings: RulesSettings, *, watched: bool) -> None:
+        """``watched``: a watcher reports hand edits of rule files (the watch setting); without one, resolve looks
+        at the files every time."""
         self.settings = settings
+        self.watched = watched
         self._by_id: dict[str, WorkspaceRules] = {}
         self._tg: anyio.abc.TaskGroup | None = None
 
@@ -59,7 +67,7 @@ class RulesService:
         existing = self._by_id.get(ws.id)
         if existing is not None:
             return existing
-        wr = WorkspaceRules(ws, EvidenceStore(ws.path), RuleSet(ws.path, self.settings.rule_max_file_bytes))
+        wr = WorkspaceRules(ws, EvidenceStore(ws.path), RuleSet(ws.path, self.settings.max_file_bytes))
         wr.recover_on_open = recover
         self._by_id[ws.id] = wr
         if self._tg is not None:
@@ -136,7 +144,7 @@ class RulesService:
         await self._locked(ws, lambda w: handedit.record(w, handedit.QUIET_S))
         return handedit.QUIET_S if wr.rules.hand_edits else None
 
-    async def _locked(self, ws: Workspace, work: Any) -> Any:
+    async def _locked(self, ws: Workspace, work: Callable[[WorkspaceRules], _T]) -> _T:
         wr = await self._ready(ws)
         async with wr.lock:
             try:
@@ -152,22 +160,35 @@ class RulesService:
 
     # --- observe ------------------------------------------------------------------------------------------
 
-    async def observe(self, ws: Workspace, p: m.ObserveParams) -> m.ObserveResult:
-        text = strip_private(p.text)
+    async def observe(
+        self,
+        ws: Workspace,
+        kind: str,
+        text: str,
+        source: str,
+        *,
+        run_id: str | None = None,
+        model_id: str | None = None,
+        fw_version: str | None = None,
+        tags: list[str] | None = None,
+        data: dict[str, Any] | None = None,
+        dry_run: bool = False,
+    ) -> m.ObserveResult:
+        text = strip_private(text)
         if not text.strip():
             raise AppError("MEMORY_EMPTY")
         observation_id = ids.new_id("obs")
         record = Observation(
             observation_id=observation_id,
             ts=ids.iso(ids.id_time(observation_id)),
-            kind=p.kind,
+            kind=kind,
             text=text,
-            source=strip_private(p.source),
-            run_id=p.run_id,
-            model_id=p.model_id,
-            fw_version=p.fw_version,
-            tags=None if p.tags is None else [strip_private(t) for t in p.tags],
-            data=None if p.data is None else strip_private_value(p.data),
+            source=strip_private(source),
+            run_id=run_id,
+            model_id=model_id,
+            fw_version=fw_version,
+            tags=None if tags is None else [strip_private(t) for t in tags],
+            data=None if data is None else strip_private_value(data),
         )
         line = orjson.dumps(record.model_dump(exclude_none=True)) + b"\n"
         if len(line) > self.settings.observe_max_bytes:
@@ -176,10 +197,9 @@ class RulesService:
                 f"Observation is {len(line)} bytes; the limit is {self.settings.observe_max_bytes}",
                 limit=self.settings.observe_max_bytes,
             )
-        rel = file_of(p.run_id)
-        result = m.ObserveResult(observation_id=observation_id, ts=record.ts, path=rel)
-        if p.dry_run:
-            return result.model_copy(update={"dry_run": True})
+        rel = file_of(run_id)
+        if dry_run:
+            return m.ObserveResult(observation_id=observation_id, ts=record.ts, path=rel, dry_run=True)
         wr = await self._ready(ws)
 
         def write() -> None:
@@ -190,82 +210,137 @@ class RulesService:
                 raise AppError("MEMORY_WRITE_FAILED", f"Cannot append to {rel}: {exc.strerror}") from exc
 
         await anyio.to_thread.run_sync(write)
-        log.info("observed", workspace_id=ws.id, path=rel, kind=p.kind, text_length=len(text))
-        return result
+        log.info("observed", workspace_id=ws.id, path=rel, kind=kind, text_length=len(text))
+        return m.ObserveResult(observation_id=observation_id, ts=record.ts, path=rel)
 
     # --- compile.prepare and compile.apply ----------------------------------------------------------------
 
-    async def prepare(self, ws: Workspace, p: m.PrepareParams) -> m.PrepareResult:
-        result = await self._locked(ws, lambda wr: changes.prepare(self.settings, wr, p))
-        return m.PrepareResult.model_validate(result)
+    async def prepare(
+        self,
+        ws: Workspace,
+        *,
+        run_id: str | None = None,
+        model_id: str | None = None,
+        since: str | None = None,
+        restart: bool = False,
+    ) -> m.PrepareResult:
+        return await self._locked(
+            ws,
+            lambda wr: compile_prepare.prepare(
+                self.settings, wr, run_id=run_id, model_id=model_id, since=since, restart=restart
+            ),
+        )
 
-    async def apply(self, ws: Workspace, p: m.ApplyParams) -> m.ApplyResult:
-        result = m.ApplyResult.model_validate(await self._locked(ws, lambda wr: changes.apply(self.settings, wr, p)))
-        return result
+    async def apply(
+        self,
+        ws: Workspace,
+        *,
+        response: dict[str, Any] | None = None,
+        path: str | None = None,
+        dry_run: bool = False,
+    ) -> m.ApplyResult:
+        return await self._locked(
+            ws, lambda wr: compile_apply.apply(self.settings, wr, response=response, path=path, dry_run=dry_run)
+        )
 
     # --- forget / restore -------------------------------------------------------------------------------
 
-    async def forget(self, ws: Workspace, p: m.ForgetParams) -> m.ForgetResult:
-        result = await self._locked(ws, lambda wr: undo.forget(wr, p.id, p.reason))
-        log.info("item_forgotten", workspace_id=ws.id, run_id=result["run_id"])
-        return m.ForgetResult.model_validate(result)
+    async def forget(self, ws: Workspace, item_id: str, reason: str | None = None) -> m.ForgetResult:
+        result = await self._locked(ws, lambda wr: undo.forget(wr, item_id, reason))
+        log.info("item_forgotten", workspace_id=ws.id, run_id=result.run_id)
+        return result
 
-    async def restore(self, ws: Workspace, p: m.RestoreParams) -> m.RestoreResult:
-        result = m.RestoreResult.model_validate(await self._locked(ws, lambda wr: undo.restore(wr, p.run_id, p.reason)))
+    async def restore(self, ws: Workspace, run_id: str, reason: str | None = None) -> m.RestoreResult:
+        result = await self._locked(ws, lambda wr: undo.restore(wr, run_id, reason))
         log.info("change_restored", workspace_id=ws.id, run_id=result.run_id, restored=result.restored)
         return result
 
     # --- resolve ------------------------------------------------------------------------------------------
 
-    async def resolve(self, ws: Workspace, p: m.ResolveParams) -> m.ResolveResult:
+    async def resolve(
+        self, ws: Workspace, model_id: str, fw_version: str, instance_id: str | None = None
+    ) -> m.ResolveResult:
         wr = await self._ready(ws)
         rules = wr.rules
-        if not self.settings.watch:  # no watcher to report hand edits: look at the files every time
+        if not self.watched:  # no watcher to report hand edits: look at the files every time
             await anyio.to_thread.run_sync(rules.reload)
         try:
-            answer = rules.resolve(p.model_id, p.fw_version, p.instance_id)  # cached per rule-set generation
+            answer = rules.resolve(model_id, fw_version, instance_id)  # cached per rule-set generation
         except FwRangeError as exc:
             raise AppError("MEMORY_VERSION_INVALID", str(exc)) from exc
-        return m.ResolveResult.model_validate(
-            {
-                "model_id": p.model_id,
-                "fw_version": p.fw_version,
-                "instance_id": p.instance_id,
-                "facts": answer.facts,
-                "trace": answer.trace,
-                "rules": answer.rules,
-                "generation": answer.generation,
-                "errors": rules.errors(),
-            }
+        return m.ResolveResult(
+            model_id=model_id,
+            fw_version=fw_version,
+            instance_id=instance_id,
+            facts=answer.facts,
+            trace=answer.trace,
+            rules=answer.rules,
+            generation=answer.generation,
+            errors=rules.errors(),
         )
 
     # --- audit and review ---------------------------------------------------------------------------------
 
-    async def _read(self, ws: Workspace, work: Any, p: Any, result: type[_R]) -> _R:
+    async def _read(self, ws: Workspace, work: Callable[[WorkspaceRules], _T]) -> _T:
         """A read-only review call: in a worker thread (they scan every rule or read files), without the lock."""
         wr = await self._ready(ws)
-        return result.model_validate(await anyio.to_thread.run_sync(work, wr, p))
+        return await anyio.to_thread.run_sync(work, wr)
 
-    async def search(self, ws: Workspace, p: m.RulesSearchParams) -> m.RulesSearchResult:
-        return await self._read(ws, review.search, p, m.RulesSearchResult)
+    async def search(
+        self,
+        ws: Workspace,
+        *,
+        model_id: str | None = None,
+        fw_version: str | None = None,
+        query: str | None = None,
+        layer: m.Layer | None = None,
+        limit: int = 50,
+    ) -> m.RulesSearchResult:
+        return await self._read(
+            ws,
+            lambda wr: review.search(
+                wr, model_id=model_id, fw_version=fw_version, query=query, layer=layer, limit=limit
+            ),
+        )
 
-    async def show(self, ws: Workspace, p: m.RuleRef) -> m.RulesShowResult:
-        return await self._read(ws, review.show, p, m.RulesShowResult)
+    async def show(self, ws: Workspace, rule_id: str, layer: m.Layer | None = None) -> m.RulesShowResult:
+        return await self._read(ws, lambda wr: review.show(wr, rule_id, layer))
 
-    async def diff(self, ws: Workspace, p: m.RulesDiffParams) -> m.RulesDiffResult:
-        return await self._read(ws, review.diff, p, m.RulesDiffResult)
+    async def diff(
+        self, ws: Workspace, rule_id: str, from_rev: int, to_rev: int | None = None, layer: m.Layer | None = None
+    ) -> m.RulesDiffResult:
+        return await self._read(ws, lambda wr: review.diff(wr, rule_id, from_rev, to_rev, layer))
 
-    async def timeline(self, ws: Workspace, p: m.TimelineParams) -> m.TimelineResult:
-        return await self._read(ws, review.timeline, p, m.TimelineResult)
+    async def timeline(
+        self,
+        ws: Workspace,
+        *,
+        since: str | None = None,
+        until: str | None = None,
+        run_id: str | None = None,
+        limit: int = 50,
+    ) -> m.TimelineResult:
+        return await self._read(
+            ws, lambda wr: review.timeline(wr, since=since, until=until, run_id=run_id, limit=limit)
+        )
 
-    async def candidates(self, ws: Workspace, p: m.CandidatesListParams) -> m.CandidatesListResult:
-        return await self._read(ws, review.candidates, p, m.CandidatesListResult)
+    async def candidates(self, ws: Workspace, model_id: str | None = None) -> m.CandidatesListResult:
+        return await self._read(ws, lambda wr: review.candidates(wr, model_id))
 
     async def move_candidate(
-        self, ws: Workspace, p: m.CandidateRef, action: Literal["promote", "reject"]
+        self,
+        ws: Workspace,
+        rule_id: str,
+        action: Literal["promote", "reject"],
+        *,
+        model_id: str | None = None,
+        reason: str | None = None,
+        dry_run: bool = False,
     ) -> m.CandidateMoveResult:
-        result = m.CandidateMoveResult.model_validate(await self._locked(ws, lambda wr: changes.move(wr, p, action)))
-        return result
+        return await self._locked(
+            ws,
+            lambda wr: candidate_moves.move(wr, rule_id, action, model_id=model_id, reason=reason, dry_run=dry_run),
+        )
 
     # --- status and validate ------------------------------------------------------------------------------
 
@@ -297,18 +372,20 @@ class RulesService:
 
         return await anyio.to_thread.run_sync(work)
 
-    async def validate(self, ws: Workspace) -> list[dict[str, Any]]:
+    async def validate(self, ws: Workspace) -> list[ValidationProblem]:
         wr = await self._ready(ws)
 
-        def work() -> list[dict[str, Any]]:
+        def work() -> list[ValidationProblem]:
             wr.rules.reload()
             wr.evidence.refresh()
-            problems: list[dict[str, Any]] = []
+            problems: list[ValidationProblem] = []
 
-            def add(severity: str, path: str, message: str, line: int | None = None) -> None:
-                problems.append({"severity": severity, "path": path, "line": line, "message": message})
+            def add(severity: Severity, path: str, message: str, line: int | None = None) -> None:
+                problems.append(ValidationProblem(severity=severity, path=path, line=line, message=message))
 
             skipped = wr.evidence.problems() + journal.history_problems(wr.root)
+            found: list[str]
+            severity: Severity
             for severity, found in (("error", wr.rules.errors()), ("warning", skipped)):
                 for problem in found:  # "path: what is wrong" or "path: line N: what is wrong"
                     path, _, message = problem.partition(": ")
@@ -330,5 +407,4 @@ class RulesService:
                         add("warning", loaded.path, f"{loaded.rule_id}: provenance cites unknown observation {oid}")
             return problems
 
-        result: list[dict[str, Any]] = await anyio.to_thread.run_sync(work)
-        return result
+        return await anyio.to_thread.run_sync(work)

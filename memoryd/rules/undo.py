@@ -19,11 +19,12 @@ from memoryd import ids
 from memoryd.errors import AppError
 from memoryd.notes import items
 from memoryd.notes.daily import strip_private
+from memoryd.rules import api as m
 from memoryd.rules import journal
 from memoryd.rules.workspace import WorkspaceRules
 
 
-def forget(wr: WorkspaceRules, item_id: str, reason: str | None) -> dict[str, Any]:
+def forget(wr: WorkspaceRules, item_id: str, reason: str | None) -> m.ForgetResult:
     known = items.load(wr.root)
     item = known.get(item_id)
     if item is None:
@@ -48,10 +49,13 @@ def forget(wr: WorkspaceRules, item_id: str, reason: str | None) -> dict[str, An
     if reason:
         entry["reason"] = strip_private(reason)
     journal.commit(wr.root, run_id, entry, [_tombstones(tombstones, {"item_id": item_id})])
-    return {"run_id": run_id, "item": {**item, "deleted_at": now, "deleted_run": run_id}}
+    # items.jsonl is a file: its record is validated here, at the file boundary
+    return m.ForgetResult(
+        run_id=run_id, item=m.MemoryItem.model_validate({**item, "deleted_at": now, "deleted_run": run_id})
+    )
 
 
-def restore(wr: WorkspaceRules, run_id: str, reason: str | None) -> dict[str, Any]:
+def restore(wr: WorkspaceRules, run_id: str, reason: str | None) -> m.RestoreResult:
     history = journal.read_history(wr.root)
     entry = next((e for e in history if e.get("run_id") == run_id), None)
     if entry is None:
@@ -72,14 +76,15 @@ def restore(wr: WorkspaceRules, run_id: str, reason: str | None) -> dict[str, An
     now = ids.iso(datetime.now())
     new_run = ids.new_id("restore")
     planned = [
-        {"path": w.path, "action": journal.action(journal.read_bytes(wr.root, w.path), w.content)} for w in writes
+        m.PlannedWrite(path=w.path, action=journal.action(journal.read_bytes(wr.root, w.path), w.content))
+        for w in writes
     ]
     record: dict[str, Any] = {"op": "restore", "ts": now, "restores": run_id, "restored_op": entry.get("op")}
     if reason:
         record["reason"] = strip_private(reason)
     journal.commit(wr.root, new_run, record, writes)
     wr.rules.reload([w.path for w in writes])
-    return {"run_id": new_run, "restored": run_id, "writes": planned}
+    return m.RestoreResult(run_id=new_run, restored=run_id, writes=planned)
 
 
 def _restored_by(history: list[dict[str, Any]], run_id: str) -> str | None:

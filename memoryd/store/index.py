@@ -9,11 +9,9 @@ that meets a damaged file raises :class:`IndexCorrupted`, and :meth:`NoteIndex.c
 deleted, replaced or overwritten under the open connections: the caller rebuilds (:mod:`memoryd.notes.healing`).
 Blocking: call from a worker thread, never from the event loop.
 
-Indexing is preparation (:func:`~memoryd.store.prepare.prepare_text`) and SQLite inserts. Prepared rows travel as
-JSON and go in with one ``INSERT … SELECT … FROM jsonb_each(?)`` per table and batch, so SQLite works a whole batch
-with the GIL released; while it does, a worker thread prepares the next files
-(:func:`~memoryd.store.prepare.batches`), which on two cores hides the inserts. Large rebuilds on three or more
-cores also prepare in worker processes.
+This module holds the connections and their lifecycle (open, check, heal by rebuild, swap, merge); a write pass
+over a connection is :mod:`memoryd.store.sync`, and what the index answers (search, the adaptive stop list, the
+small read queries) is :mod:`memoryd.store.queries`.
 """
 
 from __future__ import annotations
@@ -25,25 +23,15 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import apsw
-import orjson
 import structlog
 
 from memoryd import fsio
-from memoryd.fsio import FileTooLarge, NotRegularFile, read_regular
+from memoryd.store import queries
 from memoryd.store.migrations import UnknownMigrations
-from memoryd.store.prepare import (
-    PIPELINE_MIN_BYTES,
-    batches,
-    indexed_files,
-    indexed_stats,
-    pool_size,
-    prepare_many,
-    prepare_text,
-)
+from memoryd.store.queries import PRUNE_MIN_CHUNKS, Hit
 from memoryd.store.readers import (
     DAMAGE_ERRORS,
     IndexCorrupted,
@@ -52,71 +40,14 @@ from memoryd.store.readers import (
     file_problem,
 )
 from memoryd.store.schema import MIGRATIONS, rebuilt_from, versions
+from memoryd.store.sync import Signature, SyncPass, SyncReport, replace_tail
 from memoryd.text import textindex
+
+__all__ = ["Hit", "NoteIndex", "SyncReport"]  # what other modules import from here
 
 log = structlog.get_logger("memoryd.index")
 
-PRUNE_MIN_CHUNKS = 1000
-PRUNE_MAX_SHARE = 0.05
 MERGE_STEP_PAGES = 256
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    path: str
-    start_line: int
-    end_line: int
-    heading: str
-    text: str
-    score: float
-
-
-@dataclass(slots=True)
-class SyncReport:
-    files_indexed: int = 0
-    files_removed: int = 0
-    files_unchanged: int = 0
-    bytes_indexed: int = 0
-    rebuilt: bool = False
-    rebuild_reason: str | None = None
-    ms: float = 0.0
-    chunk_delta: int = 0  # chunks added minus chunks removed
-
-
-_Changed = tuple[str, os.stat_result, str, str]  # a file to (re)index: path, stat, sha256, text
-
-
-class _Progress:
-    """A sync's progress for the caller's callback: reading the files is the first half, inserting the second."""
-
-    def __init__(self, callback: Callable[[int, int], None] | None, files: int) -> None:
-        self.callback, self.files, self.total = callback, files, files * 2
-
-    def reading(self, number: int) -> None:
-        if self.callback is not None and number % 50 == 0:
-            self.callback(number - 1, self.total)
-
-    def inserted(self, files: int, of: int) -> None:
-        if self.callback is not None:
-            self.callback(self.files + files * self.files // of, self.total)
-
-    def done(self) -> None:
-        if self.callback is not None:
-            self.callback(self.total, self.total)
-
-
-def _encoded_size(prepared: tuple[int, bytes]) -> int:
-    return len(prepared[1])
-
-
-def _known_documents(conn: apsw.Connection) -> dict[str, tuple[int, int, int, str]]:
-    """path → (doc_id, mtime_ns, size, sha256) of every indexed file."""
-    return {
-        str(path): (int(doc_id), int(mtime_ns), int(size), str(sha))
-        for doc_id, path, mtime_ns, size, sha in conn.execute(
-            "SELECT doc_id, path, mtime_ns, size, sha256 FROM documents"
-        )
-    }
 
 
 def _connect(path: Path, *, readonly: bool = False) -> apsw.Connection:
@@ -148,8 +79,7 @@ class NoteIndex:
         self.damaged: str | None = None  # why the open file needs a rebuild (a read or write met a damaged file)
         self.last_indexed: float | None = None
         self._chunk_count = 0  # kept current after every write: count(*) costs ms at 100k chunks
-        self._df_cache: dict[str, int] = {}
-        self._df_basis = 0
+        self._frequencies = queries.Frequencies()
         self.last_rebuild_reason: str | None = None
         self.last_write = time.monotonic()  # when a sync last changed the index, or it was rebuilt
         self.merge_pending = False  # segments to merge (merge_step): after a rebuild, or found at open
@@ -291,7 +221,7 @@ class NoteIndex:
             _unlink(self.db_path, ("-wal", "-shm"))
             fsio.replace(fresh, self.db_path)
             self._open_writer()
-        self._df_cache.clear()
+        self._frequencies.clear()
         self.merge_pending, self._merging = True, False
         report.rebuilt = True
         report.rebuild_reason = reason
@@ -342,127 +272,19 @@ class NoteIndex:
     def _sync_into(
         self, conn: apsw.Connection, only: set[str] | None, progress: Callable[[int, int], None] | None
     ) -> SyncReport:
-        """One pass, in one transaction: find the files (every one, or ``only``), read those whose (mtime, size)
-        differ from the index, remove the documents changed or gone, insert the changed ones."""
-        report = SyncReport()
-        refused: dict[str, str] = {}
-        known = _known_documents(conn)
-        present = self._present(only, refused)
-        steps = _Progress(progress, len(present))
-        with conn:
-            changed, stale = self._read_changed(conn, known, present, refused, report, steps)
-            gone = (set(known) - set(present)) if only is None else {p for p in only if p in known and p not in present}
-            stale += [known[rel][0] for rel in gone]
-            report.files_removed = len(gone)
-            if stale:
-                report.chunk_delta -= _delete_docs(conn, stale)
-            self._insert_changed(conn, changed, report, steps)
-            steps.done()
-        self._note_refused(refused, only)
+        """One write pass (:class:`~memoryd.store.sync.SyncPass`) over ``conn``; then notes what it refused."""
+        sync = SyncPass(conn, self.root, self.chunk_max_lines, self.max_file_bytes)
+        report = sync.run(only, progress)
+        self._note_refused(sync.refused, only)
         return report
-
-    def _present(self, only: set[str] | None, refused: dict[str, str]) -> dict[str, os.stat_result]:
-        """relative path → stat of the files to index: the walk of every tree, or just ``only`` (what is not a
-        file to index goes to ``refused`` with why)."""
-        if only is None:
-            return dict(indexed_files(self.root, refused))
-        return indexed_stats(self.root, set(only), refused)
-
-    def _read_changed(
-        self,
-        conn: apsw.Connection,
-        known: dict[str, tuple[int, int, int, str]],
-        present: dict[str, os.stat_result],
-        refused: dict[str, str],
-        report: SyncReport,
-        steps: _Progress,
-    ) -> tuple[list[_Changed], list[int]]:
-        """The files whose (mtime, size) differ from the index, read (at most ``max_file_bytes``), and the ids of
-        the documents they replace. A file whose bytes did not change keeps its chunks (its new mtime is stored);
-        one that cannot be read is refused (and dropped from ``present`` when it is not a file to index)."""
-        changed: list[_Changed] = []
-        stale: list[int] = []
-        for number, rel in enumerate(sorted(present), 1):
-            info = present[rel]
-            old = known.get(rel)
-            steps.reading(number)
-            if info.st_size > self.max_file_bytes:  # not read at all, and no longer searchable
-                refused[rel] = _too_large(info.st_size, self.max_file_bytes)
-                del present[rel]
-                continue
-            if old is not None and old[1] == info.st_mtime_ns and old[2] == info.st_size:
-                report.files_unchanged += 1
-                continue
-            data = self._read(rel, present, refused)
-            if data is None:
-                continue
-            sha = hashlib.sha256(data).hexdigest()
-            if old is not None and old[3] == sha:
-                conn.execute(
-                    "UPDATE documents SET mtime_ns=?, size=? WHERE doc_id=?", (info.st_mtime_ns, info.st_size, old[0])
-                )
-                report.files_unchanged += 1
-                continue
-            if old is not None:
-                stale.append(old[0])
-            changed.append((rel, info, sha, data.decode("utf-8", errors="replace")))
-            report.bytes_indexed += len(data)
-        return changed, stale
-
-    def _read(self, rel: str, present: dict[str, os.stat_result], refused: dict[str, str]) -> bytes | None:
-        """A file's bytes, or None (refused, or gone: then dropped from ``present``). Only a regular file is opened
-        (a FIFO swapped in since the walk would block this thread), and never more than the limit read. The stat
-        is older than the bytes read, so a file that grew meanwhile differs from the stored (mtime, size) and is
-        read again."""
-        try:
-            return read_regular(self.root / rel, self.max_file_bytes)
-        except FileNotFoundError:
-            del present[rel]
-        except FileTooLarge as exc:
-            refused[rel] = _too_large(exc.size, exc.limit)
-            del present[rel]
-        except NotRegularFile:
-            refused[rel] = "not a regular file"
-            del present[rel]
-        except OSError as exc:  # kept as indexed before: a passing error should not lose a file's chunks
-            refused[rel] = f"unreadable: {exc.strerror or type(exc).__name__}"
-        return None
-
-    def _insert_changed(
-        self, conn: apsw.Connection, changed: list[_Changed], report: SyncReport, steps: _Progress
-    ) -> None:
-        """Insert the changed files as new documents and their chunks, numbered on from the highest ids: prepared
-        in batches (a thread, or worker processes for large rebuilds) while SQLite inserts the previous ones."""
-        row = conn.execute(
-            "SELECT (SELECT coalesce(max(doc_id), 0) FROM documents), (SELECT coalesce(max(chunk_id), 0) FROM chunks)"
-        ).fetchone()
-        last_doc, first_chunk = int(row[0]), int(row[1])  # type: ignore[index]
-        last_chunk = first_chunk
-        items = [(last_doc + n, rel, text) for n, (rel, _info, _sha, text) in enumerate(changed, 1)]
-        documents = [
-            (last_doc + n, rel, info.st_mtime_ns, info.st_size, sha, time.time())
-            for n, (rel, info, sha, _text) in enumerate(changed, 1)
-        ]
-        conn.execute(_INSERT_DOCUMENTS, (orjson.dumps(documents),))
-        processes = pool_size(report.bytes_indexed, len(items))
-        threaded = len(items) > 1 and report.bytes_indexed >= PIPELINE_MIN_BYTES
-        with (
-            contextlib.closing(prepare_many(items, self.chunk_max_lines, processes)) as prepared,
-            contextlib.closing(batches(prepared, threaded=threaded, size=_encoded_size)) as runs,
-        ):
-            for batch in runs:
-                last_chunk = _insert_chunks(conn, batch, last_chunk)
-                report.files_indexed += len(batch)
-                steps.inserted(report.files_indexed, len(changed))
-        report.chunk_delta += last_chunk - first_chunk
 
     def index_section(
         self,
         rel: str,
         section: str,
         first_line: int,
-        before: tuple[int, int, str],
-        after: tuple[int, int, str],
+        before: Signature,
+        after: Signature,
     ) -> bool:
         """Index what an append changed without reading or re-chunking the rest of the file: ``section`` is the
         file's text from line ``first_line`` (1-based) to its end, where ``first_line`` starts the file's last
@@ -474,40 +296,12 @@ class NoteIndex:
         behind, or the file changed): the caller then syncs the whole file.
         """
         with self._write_lock, self._damage_raises():
-            conn = self._writer
-            if conn is None:
+            if self._writer is None:
                 return False
-            row = conn.execute("SELECT doc_id, mtime_ns, size, sha256 FROM documents WHERE path = ?", (rel,)).fetchone()
-            if row is None or (int(row[1]), int(row[2]), str(row[3])) != before:
+            delta = replace_tail(self._writer, rel, section, first_line, before, after, self.chunk_max_lines)
+            if delta is None:
                 return False
-            doc_id = int(row[0])
-            offset = first_line - 1
-            rows = [
-                [doc_id, start + offset, end + offset, *rest]
-                for start, end, *rest in prepare_text(rel, section, self.chunk_max_lines)
-            ]
-            with conn:
-                # The file's chunks were inserted in file order (a sync, or earlier sections), so the last block's
-                # are the document's highest chunk ids: read backwards along chunks_doc, not through every chunk.
-                old_ids: list[int] = []
-                for chunk_id, start_line in conn.execute(
-                    "SELECT chunk_id, start_line FROM chunks WHERE doc_id = ? ORDER BY chunk_id DESC", (doc_id,)
-                ):
-                    if int(start_line) < first_line:
-                        break
-                    old_ids.append(int(chunk_id))
-                old = orjson.dumps(old_ids)
-                chosen = "IN (SELECT value FROM json_each(?))"
-                conn.execute(f"DELETE FROM chunks_fts WHERE rowid {chosen}", (old,))
-                conn.execute(f"DELETE FROM chunks WHERE chunk_id {chosen}", (old,))
-                removed = conn.changes()
-                (last_chunk,) = conn.execute("SELECT coalesce(max(chunk_id), 0) FROM chunks").fetchone() or (0,)
-                _insert_chunks(conn, [(len(rows), orjson.dumps(rows))], int(last_chunk))
-                conn.execute(
-                    "UPDATE documents SET mtime_ns=?, size=?, sha256=?, indexed_at=? WHERE doc_id=?",
-                    (after[0], after[1], after[2], time.time(), doc_id),
-                )
-            self._chunk_count += len(rows) - removed
+            self._chunk_count += delta
         self.last_write = time.monotonic()
         self.last_indexed = time.time()
         return True
@@ -571,17 +365,8 @@ class NoteIndex:
         with self._reading() as reader:
             if reader is None:
                 raise IndexUnavailable("index is not open")
-            if abs(total - self._df_basis) > total // 100:
-                self._df_cache.clear()
-                self._df_basis = total
-            frequency = self._df_cache
-            for token in tokens:
-                if token not in frequency:
-                    row = reader.execute("SELECT doc FROM chunks_vocab WHERE term = ?", (token,)).fetchone()
-                    if len(frequency) > 100_000:
-                        frequency.clear()
-                    frequency[token] = int(row[0]) if row else 0
-            return {t: math.log(1 + (total - frequency[t] + 0.5) / (frequency[t] + 0.5)) for t in tokens}
+            df = self._frequencies.of_tokens(reader, tokens, total)
+        return {t: math.log(1 + (total - df[t] + 0.5) / (df[t] + 0.5)) for t in tokens}
 
     def prune(self, terms: list[textindex.Term]) -> list[textindex.Term]:
         """Drop very common single-word terms when a rarer word that occurs remains (an adaptive stop list).
@@ -599,157 +384,49 @@ class NoteIndex:
         with self._reading() as reader:
             if reader is None:
                 raise IndexUnavailable("index is not open")
-            # Frequencies only need to be roughly right: cache them until the index grows or shrinks by 1%.
-            if abs(total - self._df_basis) > total // 100:
-                self._df_cache.clear()
-                self._df_basis = total
-            frequency = self._df_cache
-            for term in terms:
-                if term.token is not None and term.token not in frequency:
-                    row = reader.execute("SELECT doc FROM chunks_vocab WHERE term = ?", (term.token,)).fetchone()
-                    if len(frequency) > 100_000:
-                        frequency.clear()
-                    frequency[term.token] = int(row[0]) if row else 0
-            df = {t.token: frequency.get(t.token, 0) for t in terms if t.token is not None}
-        limit = total * PRUNE_MAX_SHARE
-        known = sorted((t for t in terms if t.token is not None and df[t.token] > 0), key=lambda t: df[t.token or ""])
-        if not known or df[known[0].token or ""] <= limit:
-            # a rare word occurs (or none does at all): the common ones add cost, not results
-            return [t for t in terms if t.token is None or df[t.token] <= limit]
-        rarest = {id(t) for t in known[:2]}
-        return [t for t in terms if t.token is None or df[t.token] == 0 or id(t) in rarest]
+            df = self._frequencies.of(reader, terms, total)
+        return queries.prune(terms, df, total)
 
     def search(self, match: str, limit: int, paths: list[str] | None = None) -> list[Hit]:
         """The best ``limit`` chunks for ``match``; with ``paths``, among those files' chunks only."""
-        if paths is None:  # rank inside FTS5 first (ORDER BY rank LIMIT), then join only the winners
-            sql = (
-                "SELECT d.path, c.start_line, c.end_line, c.heading, c.text, top.rank FROM "
-                "(SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?) AS top "
-                "JOIN chunks c ON c.chunk_id = top.rowid JOIN documents d ON d.doc_id = c.doc_id ORDER BY top.rank"
-            )
-            args: tuple[object, ...] = (match, limit)
-        else:
-            sql = (
-                "SELECT d.path, c.start_line, c.end_line, c.heading, c.text, f.rank FROM chunks_fts f "
-                "JOIN chunks c ON c.chunk_id = f.rowid JOIN documents d ON d.doc_id = c.doc_id "
-                f"WHERE chunks_fts MATCH ? AND d.path IN ({','.join('?' * len(paths))}) ORDER BY f.rank LIMIT ?"
-            )
-            args = (match, *paths, limit)
         with self._reading() as reader:
             if reader is None:
                 raise IndexUnavailable("index is not open")
-            rows = reader.execute(sql, args).fetchall()
-        return [
-            Hit(str(path), int(start), int(end), str(heading), str(text), round(-float(rank), 6))  # type: ignore[arg-type]
-            for path, start, end, heading, text, rank in rows
-        ]
+            return queries.search(reader, match, limit, paths)
 
     def is_current(self, rel: str) -> bool:
         """Whether the index holds ``rel`` as the file is now (its mtime and size), or holds nothing of a file that
         is gone: a change the watcher reports after the index took it in (remember's own write) is not pending."""
-        try:
-            info = os.stat(self.root / rel)
-            now: tuple[int, int] | None = (info.st_mtime_ns, info.st_size)
-        except OSError:
-            now = None
         with self._reading() as reader:
-            if reader is None:
-                return False
-            row = reader.execute("SELECT mtime_ns, size FROM documents WHERE path = ?", (rel,)).fetchone()
-        return (None if row is None else (int(row[0]), int(row[1]))) == now
+            return reader is not None and queries.is_current(reader, self.root, rel)
 
     def documents(self) -> dict[str, str]:
         """path → sha256 of every indexed file."""
         with self._reading() as reader:
-            if reader is None:
-                return {}
-            return {str(p): str(s) for p, s in reader.execute("SELECT path, sha256 FROM documents")}
+            return {} if reader is None else queries.documents(reader)
 
     def sections(self, path: str) -> list[tuple[int, int, str, str]]:
         """The chunks of one indexed file, in order: (start_line, end_line, heading, text)."""
-        sql = (
-            "SELECT c.start_line, c.end_line, c.heading, c.text FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
-            "WHERE d.path = ? ORDER BY c.start_line"
-        )
         with self._reading() as reader:
-            if reader is None:
-                return []
-            return [(int(s), int(e), str(h), str(t)) for s, e, h, t in reader.execute(sql, (path,))]
+            return [] if reader is None else queries.sections(reader, path)
 
     def counts(self) -> tuple[int, int]:
         with self._reading() as reader:
-            if reader is None:
-                return 0, 0
-            (files,) = reader.execute("SELECT count(*) FROM documents").fetchone() or (0,)
-            (chunks,) = reader.execute("SELECT count(*) FROM chunks").fetchone() or (0,)
-        return int(files), int(chunks)
+            return (0, 0) if reader is None else queries.counts(reader)
 
     def segments(self) -> int:
         """How many FTS5 segments the index has (1 once a rebuild's have been merged; writes add more, which FTS5
         merges as they accumulate)."""
         with self._reading() as reader:
-            if reader is None:
-                return 0
-            (count,) = reader.execute("SELECT count(DISTINCT segid) FROM chunks_fts_idx").fetchone() or (0,)
-        return int(count)
+            return 0 if reader is None else queries.segments(reader)
 
     def dirty_files(self) -> list[str]:
         """Files whose (mtime, size) differ from the index, plus indexed files that are gone."""
         with self._reading() as reader:
             if reader is None:
                 return []
-            known = {p: (m, s) for p, m, s in reader.execute("SELECT path, mtime_ns, size FROM documents")}
-        present = {
-            rel: (info.st_mtime_ns, info.st_size)
-            for rel, info in indexed_files(self.root)
-            if info.st_size <= self.max_file_bytes and rel not in self.refused
-        }
-        dirty = [rel for rel, sig in present.items() if known.get(rel) != sig]
-        dirty += [rel for rel in known if rel not in present]
-        return sorted(dirty)
-
-
-_INSERT_DOCUMENTS = (
-    "INSERT INTO documents(doc_id, path, mtime_ns, size, sha256, indexed_at) "
-    "SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5 FROM json_each(?)"
-)
-# ?1: the chunk id before the batch's first; ?2: the batch's rows (see prepare_encoded), converted to JSONB once
-# per statement: jsonb_each then hands each row over as a blob that ->> reads without parsing it again.
-_INSERT_CHUNKS = (
-    "INSERT INTO chunks(chunk_id, doc_id, start_line, end_line, heading, text, text_digest, text_length) "
-    "SELECT ?1 + key + 1, value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6 "
-    "FROM jsonb_each(jsonb(?2))"
-)
-_INSERT_FTS = (
-    "INSERT INTO chunks_fts(rowid, body, idents) "
-    "SELECT ?1 + key + 1, coalesce(value->>7, value->>4), value->>8 FROM jsonb_each(jsonb(?2))"
-)
-
-
-def _insert_chunks(conn: apsw.Connection, prepared: list[tuple[int, bytes]], last_chunk: int) -> int:
-    """Insert prepared chunks numbered on from ``last_chunk``; returns the last number used. Two statements in all:
-    with a worker thread holding the GIL, every call into SQLite waits up to 5 ms to get it back."""
-    rows = b",".join(encoded[1:-1] for count, encoded in prepared if count)
-    if rows:
-        batch = b"[" + rows + b"]"
-        conn.execute(_INSERT_CHUNKS, (last_chunk, batch))
-        conn.execute(_INSERT_FTS, (last_chunk, batch))
-    return last_chunk + sum(count for count, _encoded in prepared)
-
-
-def _delete_docs(conn: apsw.Connection, doc_ids: list[int]) -> int:
-    """Remove documents with their chunks; returns how many chunks went."""
-    ids = (orjson.dumps(doc_ids),)
-    chosen = "IN (SELECT value FROM json_each(?))"
-    conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN (SELECT chunk_id FROM chunks WHERE doc_id {chosen})", ids)
-    conn.execute(f"DELETE FROM chunks WHERE doc_id {chosen}", ids)
-    removed = conn.changes()
-    conn.execute(f"DELETE FROM documents WHERE doc_id {chosen}", ids)
-    return removed
-
-
-def _too_large(size: int, limit: int) -> str:
-    return f"too large: {size} bytes; the limit is {limit} (index_max_file_bytes)"
+            known = queries.signatures(reader)
+        return queries.dirty(known, self.root, self.max_file_bytes, self.refused)
 
 
 def _unlink(path: Path, suffixes: tuple[str, ...]) -> None:

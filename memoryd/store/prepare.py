@@ -380,7 +380,7 @@ def _exit_with_parent(parent: int) -> None:
 _DONE = object()
 
 
-def batches(
+def batches(  # noqa: C901 (the producer thread, run sizing and its shutdown belong together)
     items: Iterator[T], *, threaded: bool, size: Callable[[T], int] | None = None
 ) -> Generator[list[T], None, None]:
     """``items`` in runs. Unthreaded, all in one run: each multi-row insert leaves an FTS5 segment, and a sync of

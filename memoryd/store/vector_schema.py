@@ -27,6 +27,7 @@ from typing import Any
 
 import apsw
 
+from memoryd.names import DegradedReason
 from memoryd.store.migrations import Migration, Migrations
 from memoryd.store.readers import DAMAGE_ERRORS
 
@@ -36,7 +37,7 @@ SCHEMA_VERSION = 4  # meta's schema_version, still written: an older daemon read
 class VectorsUnavailable(RuntimeError):
     """The vector index cannot be used: ``reason`` is stable, ``hint`` says what to do."""
 
-    def __init__(self, reason: str, message: str, hint: str) -> None:
+    def __init__(self, reason: DegradedReason, message: str, hint: str) -> None:
         super().__init__(message)
         self.reason = reason
         self.hint = hint

@@ -157,7 +157,7 @@ def ranked(sections: list[tuple[float, list[str]]], words: list[str], limit: int
     return out[:limit]
 
 
-def snippet(lines: list[str], matched: tuple[str, ...], max_chars: int) -> str:
+def snippet(lines: list[str], matched: tuple[str, ...], max_chars: int) -> str:  # noqa: PLR0912 (under review: search quality)
     """The passage's text, at most ``max_chars`` characters of it around the first matched word (… marks a cut),
     each matched word wrapped in ``MARK``. The cap counts everything returned, markers and ellipses included, and a
     cut never falls inside a marked word: a marked word that does not fit is left out whole."""
