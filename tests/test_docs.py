@@ -127,13 +127,14 @@ def test_the_workspaces_reference_names_every_write_a_locked_workspace_refuses()
 
 
 def test_the_search_score_describes_the_default_fusion() -> None:
-    """Issue 19 §4: the score's description said reciprocal rank fusion while the default is weighted."""
+    """Issue 19 §4: the score's description said reciprocal rank fusion while the default was weighted; it names the
+    default (calibrated, decision 0011)."""
     from memoryd.config import Settings
     from memoryd.notes.api import SearchHit
 
     description = SearchHit.model_fields["score"].description or ""
     default = Settings().search.fusion
-    assert default == "weighted" and "weighted, the default" in description
+    assert default == "calibrated" and "calibrated, the default" in description
 
 
 def test_the_generated_names_are_the_table_and_the_reasons() -> None:

@@ -53,6 +53,7 @@ FLAT_BEFORE = [
     "context_dynamic_max_chars",
     "context_snapshot_ttl_hours",
     "context_snapshot_max_files",
+    "recall_min_relevance",  # issue 21: what recall needs to be injected (added since)
 ]
 
 
@@ -122,7 +123,7 @@ def test_the_file_may_nest_settings_by_group(tmp_path: Path, monkeypatch: pytest
 @pytest.mark.parametrize(
     ("flat", "raw", "says"),
     [
-        ("search_fusion", "rfr", "search_fusion must be weighted or rrf"),
+        ("search_fusion", "rfr", "search_fusion must be calibrated, weighted or rrf"),
         (
             "embedding_provider",
             "openai",

@@ -31,10 +31,11 @@ class SearchHit(Wire):
     section_lines: int = Field(description="The section's length in lines.")
     snippet: str
     score: float = Field(
-        description="Higher is better. bm25: the section's BM25 relative to the best section's plus the passage's "
-        "relative to the best passage's (0-2); vector: cosine similarity; hybrid (search_fusion): weighted, the "
-        "default, each side's score scaled 0-1 (BM25 by its best, cosine min-max over the candidates) and summed "
-        "with search_vector_weight (0-2); rrf, reciprocal rank fusion of the two rankings."
+        description="Higher is better, within one search (compare across searches with relevance). bm25: the "
+        "section's BM25 relative to the best section's plus the passage's relative to the best passage's (0-2); "
+        "vector: cosine similarity; hybrid (search_fusion): calibrated, the default, BM25's order weighed by how well "
+        "the question's words are found, else each passage's stronger side (decision 0011); weighted, each side's "
+        "score scaled by its best and summed with search_vector_weight (0-2); rrf, reciprocal rank fusion."
     )
     via: str = Field(default="bm25", description="What found it: bm25, vector, or bm25+vector.")
     relevance: float = Field(
