@@ -133,9 +133,17 @@ class NotesService:
     # --- remember, search, get ------------------------------------------------------------------------------
 
     async def remember(
-        self, ws: Workspace, *, kind: str, text: str, reason: str | None, followup: str | None, dry_run: bool
+        self,
+        ws: Workspace,
+        *,
+        kind: str,
+        text: str,
+        reason: str | None,
+        followup: str | None,
+        dry_run: bool,
+        keywords: tuple[str, ...] = (),
     ) -> api.RememberResult:
-        entry = remember.request(kind, text, reason, followup, self.settings.remember_max_bytes)
+        entry = remember.request(kind, text, reason, followup, self.settings.remember_max_bytes, keywords)
         # The Markdown file is the truth: a broken index must not stop a write (data safety first).
         notes = self.get_notes(ws)
         await notes.opened.wait()
