@@ -97,7 +97,7 @@ def _daemon_env(provider: str) -> dict[str, str]:
 
 
 def _wait_dictionary(rpc: Rpc, ws: str) -> None:
-    """With search_dictionary on, the first search starts reading CC-CEDICT: wait until it is ready."""
+    """With search_dictionary on, the daemon reads CC-CEDICT from start-up: wait until it is ready."""
     rpc.call("search", {"workspace": ws, "query": "warm up", "limit": 1, "mode": "bm25"})
     start = time.perf_counter()
     while (state := rpc.call("status", {"workspace": ws})["workspaces"][0].get("dictionary")) == "loading":

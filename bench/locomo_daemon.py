@@ -16,7 +16,14 @@ with evidence; any@k is the share of questions with at least one there; section@
 evidence turn inside one of the first 5 hits, whatever their length. Reference: DRAGON 56.7 / 66.2 / 76.7 / 82.7 and
 per-turn BM25 54.8 / 63.3 / 71.3 / 76.8 at k = 5 / 10 / 25 / 50.
 
-    .venv/bin/python bench/locomo_daemon.py [--data PATH] [--limit 50]
+Per session, as local memory tools publish LoCoMo and LongMemEval figures (MemPalace: per-session R@10 88.9% on
+LoCoMo): a hit counts for its ``##`` section, which is one session here; the sessions are ranked by the first hit
+in each (the order of their first appearance in the hits), and per-session R@k is the share of a question's
+evidence sessions among the first k sessions, averaged over the questions (R@1 / 3 / 5 / 10; a conversation has
+19–32 sessions); any@k is the share of questions with at least one evidence session there. Coarser than per turn:
+it says whether the right session reaches the top, not whether the right line does.
+
+    .venv/bin/python bench/locomo_daemon.py [--data PATH] [--limit 50] [--mode hybrid --provider use-m3]
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from locomo_recall import CATEGORIES, normalise_evidence
 
 DATA = ROOT.parent / "shared" / "benchmarks" / "locomo" / "locomo10.json"
 KS = (5, 10, 25, 50)
+SESSION_KS = (1, 3, 5, 10)
 REFERENCE = {"DRAGON (paper)": (56.7, 66.2, 76.7, 82.7), "per-turn BM25 (README)": (54.8, 63.3, 71.3, 76.8)}
 
 
@@ -43,8 +51,11 @@ def session_time(raw: str) -> datetime:
     return datetime.strptime(raw.strip(), "%I:%M %p on %d %B, %Y")
 
 
-def write_workspace(sample: dict[str, Any], root: Path) -> dict[tuple[str, int], str]:
-    """The conversation as daily files under ``root/memory``; returns (path, line) → turn id."""
+def write_workspace(
+    sample: dict[str, Any], root: Path
+) -> tuple[dict[tuple[str, int], str], dict[tuple[str, int], str], dict[str, str]]:
+    """The conversation as daily files under ``root/memory``; returns (path, line) → turn id, (path, heading line)
+    → session, and turn id → session."""
     conversation = sample["conversation"]
     sessions = sorted(
         (session_time(conversation[f"{key}_date_time"]), key)
@@ -53,20 +64,34 @@ def write_workspace(sample: dict[str, Any], root: Path) -> dict[tuple[str, int],
     )
     days: dict[str, list[str]] = defaultdict(list)
     where: dict[tuple[str, int], str] = {}
+    section_of: dict[tuple[str, int], str] = {}
+    session_of: dict[str, str] = {}
     for when, key in sessions:
         day = when.strftime("%Y-%m-%d")
         lines = days[day]
         if not lines:
             lines += [f"## {day}", ""]
         lines += [f"## {day} {when.strftime('%H:%M')} — event", ""]
+        section_of[(f"memory/{day}.md", len(lines) - 1)] = key
         for turn in conversation[key]:
             lines.append(f"- {turn['speaker']}: {' '.join(turn['text'].split())}")
             where[(f"memory/{day}.md", len(lines))] = turn["dia_id"]
+            session_of[turn["dia_id"]] = key
         lines.append("")
     (root / "memory").mkdir(parents=True)
     for day, lines in days.items():
         (root / "memory" / f"{day}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return where
+    return where, section_of, session_of
+
+
+def ranked_sessions(hits: list[dict[str, Any]], section_of: dict[tuple[str, int], str]) -> list[str]:
+    """The sessions the hits lie in, ranked by the first hit in each (each once)."""
+    order: list[str] = []
+    for hit in hits:
+        session = section_of.get((hit["path"], hit["section_start_line"]))
+        if session is not None and session not in order:
+            order.append(session)
+    return order
 
 
 def ranked_turns(hits: list[dict[str, Any]], where: dict[tuple[str, int], str]) -> tuple[list[str], list[set[str]]]:
@@ -126,6 +151,7 @@ def main() -> int:
     print(f"# locomo_daemon · {conditions()}")
     print(f"mode {args.mode}, provider {args.provider}, limit {args.limit}, settings {args.setting}")
     scores: dict[int, list[tuple[float, ...]]] = defaultdict(list)
+    by_session: dict[int, list[tuple[float, ...]]] = defaultdict(list)
     hit_lines: list[int] = []
     dropped: list[str] = []
     fixed: list[str] = []
@@ -141,19 +167,19 @@ def main() -> int:
             spaces = []
             for sample in samples:
                 root = work / sample["sample_id"]
-                where = write_workspace(sample, root)
+                where, section_of, session_of = write_workspace(sample, root)
                 ws = rpc.call("workspace.add", {"path": str(root)})["workspace_id"]
                 rpc.call("index", {"workspace": ws})
-                spaces.append((sample, ws, where))
+                spaces.append((sample, ws, where, section_of, session_of))
             print(f"{len(samples)} conversations written and indexed in {time.perf_counter() - started:.1f} s")
             if args.provider != "none":
                 started = time.perf_counter()
-                total = _embedded(rpc, [ws for _, ws, _ in spaces])
+                total = _embedded(rpc, [space[1] for space in spaces])
                 elapsed = time.perf_counter() - started
                 print(
                     f"{total} passages embedded in {elapsed:.1f} s ({total / elapsed:.0f} texts/s, model load included)"
                 )
-            for sample, ws, where in spaces:
+            for sample, ws, where, section_of, session_of in spaces:
                 known = set(where.values())
                 for n, qa in enumerate(sample["qa"]):
                     label = f"{sample['sample_id']} q{n} (cat {qa['category']})"
@@ -176,6 +202,12 @@ def main() -> int:
                     anyk = tuple(float(bool(wanted & set(order[:k]))) for k in KS)
                     section5 = float(any(wanted & turns for turns in per_hit[:5]))
                     scores[qa["category"]].append((*recall, *anyk, section5))
+                    sessions = {session_of[turn] for turn in wanted}
+                    ranked = ranked_sessions(hits, section_of)
+                    share = tuple(len(sessions & set(ranked[:k])) / len(sessions) for k in SESSION_KS)
+                    by_session[qa["category"]].append(
+                        (*share, *(float(bool(sessions & set(ranked[:k]))) for k in SESSION_KS))
+                    )
             rpc.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -203,6 +235,15 @@ def main() -> int:
             print(f"{label:<18}{len(values):>5}{cells}{means[-1]:11.1f}")
     for name, figures in REFERENCE.items():
         print(f"{name:<23}" + "".join(f"{f:7.1f}" for f in figures))
+    print("\nper session (a hit counts for its ## section: one session; sessions ranked by their first hit)")
+    header = "".join(f"{'R@' + str(k):>7}" for k in SESSION_KS) + "".join(f"{'any@' + str(k):>8}" for k in SESSION_KS)
+    print(f"{'category':<18}{'n':>5}{header}")
+    for label, cats in groups:
+        values = [s for c in cats for s in by_session[c]]
+        if values:
+            means = [100 * sum(v[i] for v in values) / len(values) for i in range(2 * len(SESSION_KS))]
+            cells = "".join(f"{m:7.1f}" for m in means[: len(SESSION_KS)])
+            print(f"{label:<18}{len(values):>5}{cells}" + "".join(f"{m:8.1f}" for m in means[len(SESSION_KS) :]))
     return 0
 
 

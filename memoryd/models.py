@@ -52,6 +52,7 @@ DEGRADED_REASONS = (
     "query_embedding_timeout",
     "empty_query",
     "index_rebuilding",
+    "dictionary_loading",
 )
 
 

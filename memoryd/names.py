@@ -62,4 +62,5 @@ DegradedReason = Literal[
     "query_embedding_timeout",
     "empty_query",
     "index_rebuilding",
+    "dictionary_loading",
 ]

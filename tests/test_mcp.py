@@ -67,13 +67,22 @@ async def test_tools_and_a_round_trip(daemon: Daemon, workspace: tuple[Path, str
         assert search is not None and search.read_only_hint is True
         assert forget is not None and forget.destructive_hint is True
         assert "memory_get" in (tools["memory_search"].description or "")
+        # keywords in both languages, asked for by the tool, kept visibly with the entry (issue 21 item 4)
+        assert "keywords" in tools["memory_remember"].input_schema["properties"]
+        assert "Chinese" in (tools["memory_remember"].description or "")
 
         entry = structured(
             await client.call_tool(
-                "memory_remember", {"text": "串口 ERR_UART_TIMEOUT_0x3F：开启硬件流控后消失", "type": "decision"}
+                "memory_remember",
+                {
+                    "text": "串口 ERR_UART_TIMEOUT_0x3F：开启硬件流控后消失",
+                    "type": "decision",
+                    "keywords": ["flow control", "串口"],
+                },
             )
         )
         assert entry["path"].startswith("memory/") and entry["id"].startswith("ent_")
+        assert "  Keywords: flow control, 串口" in (root / entry["path"]).read_text()
         hits = structured(await client.call_tool("memory_search", {"query": "ERR_UART_TIMEOUT_0x3F"}))["hits"]
         assert hits[0]["path"] == entry["path"] and hits[0]["workspace_id"] == ws
         assert hits[0]["item_id"] == entry["id"]  # what memory_forget takes, below

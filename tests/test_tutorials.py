@@ -223,11 +223,10 @@ def user_daemon(home: Path, started: list[Daemon]) -> Daemon:
         env.pop(name)
     d = Daemon(home, env).start()
     started.append(d)
-    # the dictionary loads on a daemon's first search: done before the reader's first command
+    # the dictionary is read from start-up: done before the reader's first command
     scratch = home / "scratch"
     scratch.mkdir()
     ws = d.call("workspace.add", {"path": str(scratch)})["workspace_id"]
-    d.call("search", {"workspace": ws, "query": "warm up"})
 
     def loaded() -> bool:  # the dictionary, and the embedding model
         status = d.call("status", {"workspace": ws})["workspaces"][0]

@@ -34,7 +34,8 @@ This server is the project's long-term memory (memoryd): decisions, device quirk
 kept in Markdown under memory/, and device rules under spec/memory/.
 - Before answering a question about this project's past, devices or errors: memory_search (words or meaning, any
   language), then memory_get with the path and start_line a hit gave to read around it.
-- When the user decides something or you learn a lasting fact: memory_remember (one entry, plain text).
+- When the user decides something or you learn a lasting fact: memory_remember (one entry, plain text, with
+  keywords in English and Chinese).
 - Evidence from tests, logs and measurements: memory_observe; consolidate evidence into rules with compile_prepare,
   your own answer in its response_schema, then compile_apply.
 - rules_resolve answers the merged facts for a device model and firmware version.
@@ -135,10 +136,21 @@ def build(daemon: Daemon) -> MCPServer:
         ] = "note",
         reason: Annotated[str | None, Field(description="Why (written under the text).")] = None,
         followup: Annotated[str | None, Field(description="What to do next, if anything.")] = None,
+        keywords: Annotated[
+            list[str] | None,
+            Field(
+                max_length=32,
+                description="Words it should also be found by, in English AND in Chinese: the topic, names, "
+                'synonyms and their translations (["uart timeout", "serial port", "串口", "超时"]).',
+            ),
+        ] = None,
     ) -> dict[str, Any]:
-        """Append an entry to today's memory file (memory/YYYY-MM-DD.md); it is searchable at once. Returns its
-        `id` (memory_forget takes it) and where it was written. <private>…</private> spans are never stored."""
-        return await daemon.call("remember", {"text": text, "type": type, "reason": reason, "followup": followup})
+        """Append an entry to today's memory file (memory/YYYY-MM-DD.md); it is searchable at once. Pass
+        `keywords` in English and in Chinese (whichever language the text is in): they are kept visibly as a
+        `Keywords:` line of the entry and make it findable by a question in either language. Returns its `id`
+        (memory_forget takes it) and where it was written. <private>…</private> spans are never stored."""
+        params = {"text": text, "type": type, "reason": reason, "followup": followup, "keywords": keywords}
+        return await daemon.call("remember", params)
 
     @server.tool(annotations=APPENDS)
     async def memory_observe(

@@ -52,6 +52,14 @@ class RememberParams(Wire):
     type: Literal["decision", "event", "summary", "note"] = "note"
     reason: str | None = None
     followup: str | None = None
+    keywords: list[Annotated[str, Field(max_length=1000)]] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Words the entry should also be found by, best in English and Chinese ('uart timeout', "
+        "'串口', '超时'): kept visibly as the last line of the entry's text (`Keywords: uart timeout, 串口, 超时`), "
+        "so they are indexed and embedded with it. Split at commas (also ， and 、), <private> spans stripped, "
+        "repeats dropped; they count toward remember_max_bytes.",
+    )
     dry_run: bool = Field(default=False, description="Return the planned write; write nothing.")
     scope: Literal["workspace"] = Field(default="workspace", description="Writes never take scope 'all'.")
 
@@ -156,7 +164,13 @@ def register(d: Handlers) -> None:
         app = services(ctx)
         ws = await app.workspace(p.workspace, write=not p.dry_run)
         result = await app.notes.remember(
-            ws, kind=p.type, text=p.text, reason=p.reason, followup=p.followup, dry_run=p.dry_run
+            ws,
+            kind=p.type,
+            text=p.text,
+            reason=p.reason,
+            followup=p.followup,
+            dry_run=p.dry_run,
+            keywords=tuple(p.keywords),
         )
         return result
 

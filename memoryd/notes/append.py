@@ -60,13 +60,15 @@ class Request:
     text: str
     reason: str | None
     followup: str | None
+    keywords: tuple[str, ...] = ()
     taken: bool = False
     result: Written | None = None
     error: AppError | None = None
 
     @property
     def size(self) -> int:
-        return sum(len(part.encode("utf-8")) for part in (self.text, self.reason or "", self.followup or ""))
+        parts = (self.text, self.reason or "", self.followup or "", *self.keywords)
+        return sum(len(part.encode("utf-8")) for part in parts)
 
 
 @dataclass(slots=True)
@@ -178,6 +180,7 @@ def plan(tail: Tail | None, rel: str, now: datetime, batch: list[Request]) -> Pl
             text=request.text,
             reason=request.reason,
             followup=request.followup,
+            keywords=request.keywords,
             file_exists=bool(last_byte),
             file_ends_with_newline=last_byte == b"\n",
         )

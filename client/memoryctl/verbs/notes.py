@@ -73,6 +73,13 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
         )
         p.add_argument("--reason", help="why: written as a '- Reason:' line under the text")
         p.add_argument("--followup", help="what to do next: written as a '- Follow-up:' line")
+        p.add_argument(
+            "--keywords",
+            action="append",
+            metavar="WORDS",
+            help="words it should also be found by, comma-separated, best in English and Chinese "
+            "('uart timeout, 串口, 超时'): kept as a 'Keywords:' line under the text (repeatable)",
+        )
         p.add_argument("--dry-run", action="store_true", help="show where and what would be written; write nothing")
     elif verb == "search":  # keep QUICK["search"] in step (tests/test_client.py compares the two)
         p.add_argument("query", help="words to look for (any language; exact identifiers rank first)")
@@ -150,6 +157,8 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
         for key in ("reason", "followup"):
             if getattr(args, key):
                 params[key] = getattr(args, key)
+        if args.keywords:
+            params["keywords"] = args.keywords
         if args.dry_run:
             params["dry_run"] = True
         return "remember", params
