@@ -15,11 +15,7 @@ MAX_LINES = 500
 
 # module → the most lines it may have until it is split. Shrink the number as the module shrinks; delete the entry
 # when it is within MAX_LINES.
-OVER_BUDGET = {
-    # The only module that may create, rename or delete files (tests/test_fsio_only.py names it): splitting it means
-    # turning it into a package and moving that rule with it, which is a change of its own.
-    "memoryd/fsio.py": 623,
-}
+OVER_BUDGET: dict[str, int] = {}  # none left: every module of the daemon and the client is within MAX_LINES
 
 
 def _lines(path: Path) -> int:
