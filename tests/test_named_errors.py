@@ -1,0 +1,74 @@
+"""Hostile but plausible inputs that used to answer INTERNAL_ERROR, or MEMORY_WORKSPACE_LOCKED when nothing held the
+lock, or left a traceback in the daemon log (issue 19 §2.10): each now gets a stable named error with a hint, or
+simply works. The real daemon on a real socket; each case was reproduced against the code before its fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from memoryctl.rpc import RemoteError
+
+from tests.conftest import Daemon, short_tmp
+from tests.test_rules import compiled, observe, rule
+
+TIMEOUT = 10.0  # a hang fails through the client's timeout
+
+
+def project(daemon: Daemon) -> tuple[Path, str]:
+    root = short_tmp("ws")
+    (root / "memory").mkdir()
+    (root / "memory/MEMORY.md").write_text("# Memory\n\n- 串口超时 alpha notes\n")
+    ws: str = daemon.call("workspace.add", {"path": str(root)}, timeout=TIMEOUT)["workspace_id"]
+    return root, ws
+
+
+def named(daemon: Daemon, method: str, params: dict[str, Any]) -> RemoteError:
+    with pytest.raises(RemoteError) as info:
+        daemon.call(method, params, timeout=TIMEOUT)
+    error = info.value
+    assert error.name not in ("INTERNAL_ERROR", "MEMORY_WORKSPACE_LOCKED"), (method, error.name, error.message)
+    assert error.hint
+    return error
+
+
+def no_tracebacks(daemon: Daemon) -> None:
+    daemon.call("ping", timeout=TIMEOUT)  # whatever a call started in the background has run by now
+    log = daemon.log.read_text()
+    assert "Traceback" not in log, log[log.index("Traceback") - 300 :][:3000]
+
+
+# --- history.jsonl lines of the wrong shape ----------------------------------------------------------------------
+
+CRAFTED = [
+    {"op": "compile.apply", "run_id": "apply_bad1", "ts": "2026-01-01T00:00:00+00:00", "changes": "not a list"},
+    {"op": "compile.apply", "run_id": "apply_bad2", "ts": "2026-01-01T00:00:00+00:00", "changes": [5, "x", None]},
+    {
+        "op": "compile.apply",
+        "run_id": "apply_bad3",
+        "ts": "2026-01-01T00:00:00+00:00",
+        "changes": [{"path": "spec/memory/profiles/KX-200/uart-flow-control.yaml", "rules": [5, "uart-flow-control"]}],
+    },
+    {"op": 5, "run_id": ["x"], "ts": 10**400, "changes": []},
+]
+
+
+def test_history_lines_of_the_wrong_shape_are_skipped_and_reported(daemon: Daemon) -> None:
+    root, ws = project(daemon)
+    compiled(daemon, ws, rule(observe(daemon, ws)))
+    with (root / "data/memory/history.jsonl").open("a") as f:
+        for line in CRAFTED:
+            f.write(json.dumps(line) + "\n")
+    shown = daemon.call("rules.show", {"workspace": ws, "rule_id": "uart-flow-control"}, timeout=TIMEOUT)
+    assert [h["op"] for h in shown["history"]] == ["compile.apply"]
+    daemon.call("timeline", {"workspace": ws}, timeout=TIMEOUT)
+    for run_id in ("apply_bad1", "apply_bad2", "apply_bad3"):
+        assert named(daemon, "restore", {"workspace": ws, "run_id": run_id}).name == "MEMORY_RUN_NOT_FOUND"
+    problems = daemon.call("validate", {"workspace": ws}, timeout=TIMEOUT)["reports"]
+    found = [p["message"] for r in problems for p in r["problems"] if p["path"] == "data/memory/history.jsonl"]
+    assert len(found) == len(CRAFTED), found
+    no_tracebacks(daemon)
