@@ -34,7 +34,7 @@ from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
 from memoryd.tasks import guarded, task
 from memoryd.watch import WorkspaceWatcher
 from memoryd.workspaces import Registry, Workspace
-from memoryd.wslock import WorkspaceLock
+from memoryd.wslock import LOCK_REL, WorkspaceLock
 
 log = structlog.get_logger("memoryd.runtime")
 
@@ -181,6 +181,23 @@ class Runtime:
             wrt = self._runtime(ws)
             was_held = wrt.lock.held
             if not await self._acquire(wrt):
+                problem = wrt.lock.problem
+                if problem is not None and problem.workspace_gone:
+                    raise AppError(
+                        "MEMORY_WORKSPACE_INVALID",
+                        f"The workspace directory is gone: {problem.reason}",
+                        hint="Put the directory back (a clone, a restore), or unregister it with "
+                        "`memoryctl workspace remove`.",
+                        path=str(ws.path),
+                    )
+                if problem is not None:
+                    raise AppError(
+                        "MEMORY_WRITE_FAILED",
+                        f"The workspace's write lock cannot be taken: {problem.reason}",
+                        hint=f"Nothing holds it: remove what is at {LOCK_REL} (the daemon creates it as a small "
+                        "regular file) and make sure memory/ is a writable directory, then retry.",
+                        lock_path=str(wrt.lock.path),
+                    )
                 holder = await anyio.to_thread.run_sync(wrt.lock.holder)
                 raise AppError(
                     "MEMORY_WORKSPACE_LOCKED",

@@ -72,3 +72,71 @@ def test_history_lines_of_the_wrong_shape_are_skipped_and_reported(daemon: Daemo
     found = [p["message"] for r in problems for p in r["problems"] if p["path"] == "data/memory/history.jsonl"]
     assert len(found) == len(CRAFTED), found
     no_tracebacks(daemon)
+
+
+# --- a lock file nothing can hold -------------------------------------------------------------------------------
+
+WRITES: list[tuple[str, dict[str, Any]]] = [
+    ("remember", {"text": "a note"}),
+    ("observe", {"kind": "log", "text": "evidence", "source": "pytest"}),
+    ("compile.prepare", {}),
+    ("forget", {"id": "ent_0123456789abcdef0123"}),
+    ("restore", {"run_id": "forget_01M888YKYPXTBCR5SCJ4G580GT"}),
+]
+
+
+def _lock_is_a_directory(root: Path) -> None:
+    (root / "memory/.memoryd.lock").unlink()
+    (root / "memory/.memoryd.lock").mkdir()
+
+
+def _lock_is_a_fifo(root: Path) -> None:
+    (root / "memory/.memoryd.lock").unlink()
+    os.mkfifo(root / "memory/.memoryd.lock")
+
+
+def _memory_is_a_file(root: Path) -> None:
+    shutil.rmtree(root / "memory")
+    (root / "memory").write_text("not a directory\n")
+
+
+@pytest.mark.parametrize(
+    "spoil", [_lock_is_a_directory, _lock_is_a_fifo, _memory_is_a_file], ids=["directory", "fifo", "memory-file"]
+)
+def test_a_lock_file_nothing_can_hold_is_named_not_locked(daemon_factory: Any, spoil: Any) -> None:
+    """A clone (or a slip) leaves something at memory/.memoryd.lock that cannot be locked: no daemon holds it, so
+    MEMORY_WORKSPACE_LOCKED ("another memoryd writes this workspace", pid ?) would send the user hunting for one."""
+    root = short_tmp("ws")
+    (root / "memory").mkdir()
+    daemon = daemon_factory(False)
+    daemon.start()
+    ws: str = daemon.call("workspace.add", {"path": str(root)}, timeout=TIMEOUT)["workspace_id"]
+    daemon.stop()
+    spoil(root)
+    daemon.start()  # a fresh daemon: it holds nothing yet
+    for method, params in WRITES:
+        error = named(daemon, method, {"workspace": ws, **params})
+        assert error.name == "MEMORY_WRITE_FAILED" and "lock" in error.message, (method, error.message)
+        assert ".memoryd.lock" in error.hint
+    assert daemon.call("search", {"workspace": ws, "query": "note"}, timeout=TIMEOUT)["hits"] == []  # reads answer
+    # Put right, the workspace writes again.
+    if (root / "memory").is_file():
+        (root / "memory").unlink()
+        (root / "memory").mkdir()
+    elif (root / "memory/.memoryd.lock").is_dir():
+        (root / "memory/.memoryd.lock").rmdir()
+    else:
+        (root / "memory/.memoryd.lock").unlink()
+    daemon.call("remember", {"workspace": ws, "text": "串口超时 written again"}, timeout=TIMEOUT)
+
+
+def test_a_deleted_workspace_directory_is_named_not_locked(daemon: Daemon) -> None:
+    root, ws = project(daemon)
+    daemon.stop()
+    shutil.rmtree(root)
+    daemon.start()
+    for method, params in WRITES:
+        error = named(daemon, method, {"workspace": ws, **params})
+        assert error.name == "MEMORY_WORKSPACE_INVALID" and "gone" in error.message, (method, error.message)
+        assert "workspace remove" in error.hint
+    no_tracebacks(daemon)
