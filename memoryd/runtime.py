@@ -67,6 +67,7 @@ class WorkspaceRuntime:
     echoes: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     look_again: bool = False  # a delayed look at hand edits too fresh to record is scheduled
+    watch_started: bool = False  # its watcher task was started (workspace.add of a registered one starts none)
 
 
 GONE = (-1, -1, -1)
@@ -123,7 +124,8 @@ class Runtime:
         wrt = self._runtime(ws)
         self.notes.attach(ws)
         self.rules.attach(ws, recover=wrt.lock.held)
-        if self._tg is not None and self.settings.watch:
+        if self._tg is not None and self.settings.watch and not wrt.watch_started:  # added again: one watcher
+            wrt.watch_started = True
             self._tg.start_soon(task("watch", self._watch, wrt, workspace_id=ws.id))
 
     async def removed(self, ws: Workspace) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from memoryctl.rpc import RemoteError
 
-from tests.conftest import Daemon, short_tmp
+from tests.conftest import Daemon, short_tmp, wait_for
 from tests.test_rules import compiled, observe, rule
 
 TIMEOUT = 10.0  # a hang fails through the client's timeout
@@ -139,4 +139,18 @@ def test_a_deleted_workspace_directory_is_named_not_locked(daemon: Daemon) -> No
         error = named(daemon, method, {"workspace": ws, **params})
         assert error.name == "MEMORY_WORKSPACE_INVALID" and "gone" in error.message, (method, error.message)
         assert "workspace remove" in error.hint
+    no_tracebacks(daemon)
+
+
+# --- adding a registered workspace again ------------------------------------------------------------------------
+
+
+def test_adding_a_registered_workspace_again_starts_no_second_watcher(daemon: Daemon) -> None:
+    """`memoryctl init` run twice: the second add used to start a second watcher on the first one's cancel scope,
+    which failed with a traceback in the log."""
+    root, ws = project(daemon)
+    for _ in range(3):
+        assert daemon.call("workspace.add", {"path": str(root)}, timeout=TIMEOUT)["workspace_id"] == ws
+    (root / "memory/2026-01-02.md").write_text("## 2026-01-02 10:00 — note\n- quokkafish by hand\n")
+    wait_for(lambda: daemon.call("search", {"workspace": ws, "query": "quokkafish"}, timeout=TIMEOUT)["hits"])
     no_tracebacks(daemon)
