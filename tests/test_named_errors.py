@@ -154,3 +154,19 @@ def test_adding_a_registered_workspace_again_starts_no_second_watcher(daemon: Da
     (root / "memory/2026-01-02.md").write_text("## 2026-01-02 10:00 — note\n- quokkafish by hand\n")
     wait_for(lambda: daemon.call("search", {"workspace": ws, "query": "quokkafish"}, timeout=TIMEOUT)["hits"])
     no_tracebacks(daemon)
+
+
+# --- the daemon's own index file replaced ---------------------------------------------------------------------------
+
+
+def test_status_answers_when_the_index_file_is_replaced_by_a_directory(daemon: Daemon) -> None:
+    """`status` never fails as a whole (MEMORY_STATUS_FAILED is retired for that): an index file a read cannot
+    open (here a directory at its path) is the workspace's `error`, not INTERNAL_ERROR."""
+    _root, ws = project(daemon)
+    assert daemon.call("search", {"workspace": ws, "query": "串口超时"}, timeout=TIMEOUT)["hits"]
+    daemon.call("index", {"workspace": ws, "full": True}, timeout=TIMEOUT)  # a swap: every read connects anew
+    index = daemon.home / "state/workspaces" / ws / "index.sqlite"
+    index.unlink()
+    index.mkdir()
+    status = daemon.call("status", {"workspace": ws}, timeout=TIMEOUT)["workspaces"][0]
+    assert status["error"] and "index file" in status["error"]
