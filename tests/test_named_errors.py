@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from memoryctl.rpc import RemoteError
+from memoryctl.rpc import Connection, RemoteError
 
 from tests.conftest import Daemon, short_tmp, wait_for
 from tests.test_rules import compiled, observe, rule
@@ -170,3 +171,39 @@ def test_status_answers_when_the_index_file_is_replaced_by_a_directory(daemon: D
     index.mkdir()
     status = daemon.call("status", {"workspace": ws}, timeout=TIMEOUT)["workspaces"][0]
     assert status["error"] and "index file" in status["error"]
+
+
+# --- many concurrent gets of a large file -------------------------------------------------------------------------
+
+
+def test_many_concurrent_gets_of_a_large_file_all_answer(daemon: Daemon) -> None:
+    """A hundred clients asking at once for 200 lines (~1.2 MB) of one file: each used to read and decode the whole
+    file and build its answer at the same time (+383 MB), so that the replies together passed
+    max_unsent_reply_bytes and most were answered MEMORY_BUSY. Now a few gets read at a time, decoding only their
+    window: every client gets the right text (the memory figures are in bench/bench_wire_attacks.py)."""
+    root, ws = project(daemon)
+    line = ("串口超时 ERR_UART_TIMEOUT " * 300)[:3000] + "x" * 3000
+    lines = [f"{n} {line}" for n in range(400)]
+    (root / "memory/big.md").write_text("\r\n".join(lines) + "\r\n")  # CRLF: numbered as the index numbers them
+    expected = "".join(f"{text}\n" for text in lines[100:300])
+    clients = 100
+    gate = threading.Barrier(clients)
+    answers: list[Any] = []
+
+    def one() -> None:
+        with Connection(str(daemon.socket), 60.0) as conn:
+            gate.wait()
+            params = {"workspace": ws, "path": "memory/big.md", "from_line": 101, "lines": 200}
+            try:
+                answers.append(conn.call("get", params))
+            except RemoteError as exc:
+                answers.append(exc.name)
+
+    threads = [threading.Thread(target=one) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [a if isinstance(a, str) else "ok" for a in answers] == ["ok"] * clients
+    for answer in answers:
+        assert answer["text"] == expected and answer["lines"] == 200 and answer["total_lines"] == 400
