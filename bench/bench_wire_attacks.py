@@ -1,9 +1,11 @@
 """Wire attacks (issue: hardening): a burst of 1,000 memoryctl connects, and the daemon's memory (VmRSS, VmHWM from
 /proc/<pid>/status) before and after each attack: the 5.4 MB ``[1,1,…]`` batch line, 4 connections that send big
-requests and never read, 520 held connections plus a new client, a 100 MB line.
+requests and never read, 520 held connections plus a new client, a 100 MB line; 100 clients asking for a 1.2 MB
+`get` reply each, reading it or never reading it. VmHWM is reset before each attack (clear_refs), so its peak is
+that attack's own.
 
 Targets: every burst client answered (0 DAEMON_UNAVAILABLE); the batch line refused with one small error; memory
-back near where it was after each attack; the new client beyond the slots answered at once (MEMORY_BUSY).
+back near where it was after each attack, each attack's peak ≤ +100 MB; the new client beyond the slots answered at once (MEMORY_BUSY).
 Run: .venv/bin/python bench/bench_wire_attacks.py [--burst 1000] [--held 520]
 """
 
@@ -151,6 +153,78 @@ def held_then_new(path: str, held_n: int) -> str:
     return f"new client: {name} in {raw_s * 1000:.1f} ms (raw); memoryctl: {via} in {ctl_s * 1000:.0f} ms"
 
 
+GET_CLIENTS = 100
+LINE_BYTES = 6_000  # 200 lines (get_max_lines) of this: a 1.2 MB reply
+
+
+def big_file(root: Path) -> None:
+    """A workspace whose memory/big.md answers a `get` of 200 lines with a 1.2 MB reply (ASCII and Chinese)."""
+    (root / "memory").mkdir(parents=True, exist_ok=True)
+    line = ("串口超时 ERR_UART_TIMEOUT " * 400)[: LINE_BYTES // 2] + "x" * (LINE_BYTES // 2)
+    (root / "memory" / "big.md").write_text("\n".join(f"{n} {line}" for n in range(400)) + "\n")
+
+
+def get_line(workspace: str, n: int) -> bytes:
+    params = {"workspace": workspace, "path": "memory/big.md", "from_line": 1, "lines": 200}
+    return orjson.dumps({"jsonrpc": "2.0", "method": "get", "params": params, "id": n}) + b"\n"
+
+
+def reset_peak(pid: int) -> bool:
+    """Reset VmHWM to the current RSS (Linux: clear_refs 5), so that the next reading is this case's peak."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def gets_never_read(path: str, pid: int, workspace: str) -> str:
+    """100 clients each ask for a 1.2 MB `get` reply and never read it."""
+    requests = LOG[0].read_text().count('"method":"get"')
+    clients = []
+    for n in range(GET_CLIENTS):
+        s = connect(path)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(get_line(workspace, n))
+        clients.append(s)
+    started = time.perf_counter()
+    while LOG[0].read_text().count('"method":"get"') < requests + GET_CLIENTS:  # every one answered (or busy)
+        if time.perf_counter() - started > 120:
+            return "not every get was answered in 120 s"
+        time.sleep(0.05)
+    peak = memory(pid)[1]
+    for s in clients:
+        s.close()
+    return f"all {GET_CLIENTS} answered in {time.perf_counter() - started:.1f} s; peak {peak:.0f} MB"
+
+
+def gets_read(path: str, pid: int, workspace: str) -> str:
+    """100 clients released together, each asks for a 1.2 MB `get` reply and reads it."""
+    gate = threading.Barrier(GET_CLIENTS)
+    sizes: list[int] = []
+
+    def one(n: int) -> None:
+        s = connect(path)
+        gate.wait()
+        s.sendall(get_line(workspace, n))
+        reply = read_reply(s)
+        s.close()
+        sizes.append(len(reply) if b'"result"' in reply else -1)
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(GET_CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ok = sum(1 for n in sizes if n > 0)
+    peak = memory(pid)[1]
+    return (
+        f"{ok} of {GET_CLIENTS} read a {max(sizes) / 1e6:.1f} MB reply in {time.perf_counter() - started:.1f} s; "
+        f"peak {peak:.0f} MB"
+    )
+
+
 def settle(path: str) -> None:
     """Until a new connection is served again (the previous attack's connections are gone)."""
     deadline = time.monotonic() + 60
@@ -198,13 +272,22 @@ def main() -> None:
             f"\n{args.burst} simultaneous memoryctl pings: {outcomes} · failures {failed} · "
             f"p50 {pct(latencies, 0.5) * 1000:.0f} ms · p99 {pct(latencies, 0.99) * 1000:.0f} ms"
         )
+        project = home / "project"
+        big_file(project)
+        with Connection(path, 60.0) as conn:
+            workspace = conn.call("workspace.add", {"path": str(project)})["workspace_id"]
+            conn.call("index", {"workspace": workspace})  # indexed (and the segmenter loaded) before measuring
+            conn.call("search", {"workspace": workspace, "query": "串口超时"})
         for name, attack in (
+            (f"{GET_CLIENTS} clients never reading 1.2 MB replies", lambda: gets_never_read(path, pid, workspace)),
+            (f"{GET_CLIENTS} clients reading 1.2 MB replies", lambda: gets_read(path, pid, workspace)),
             ("5.4 MB [1,1,…] batch line", lambda: batch_line(path)),
             ("4 clients send, never read", lambda: never_read(path, pid)),
             (f"{args.held} held connections + 1", lambda: held_then_new(path, args.held)),
             ("100 MB line", lambda: huge_line(path)),
         ):
             settle(path)
+            reset_peak(pid)
             before = memory(pid)
             outcome = attack()
             after = memory(pid)
@@ -213,10 +296,12 @@ def main() -> None:
         assert alive.call("ping")["pong"]
         alive.close()
 
-    print("\n| attack | RSS before (MB) | RSS after (MB) | peak RSS so far, VmHWM (MB) | outcome |")
-    print("|---|---:|---:|---:|---|")
+    print("\n| attack | RSS before (MB) | RSS after (MB) | peak during it, VmHWM (MB) | peak added (MB) | outcome |")
+    print("|---|---:|---:|---:|---:|---|")
     for name, before, after, outcome in rows:
-        print(f"| {name} | {before[0]:.0f} | {after[0]:.0f} | {after[1]:.0f} | {outcome} |")
+        print(
+            f"| {name} | {before[0]:.0f} | {after[0]:.0f} | {after[1]:.0f} | +{after[1] - before[0]:.0f} | {outcome} |"
+        )
     print(
         f"\nsend_timeout_s={SEND_TIMEOUT_S:g} for this run; other settings at their defaults; daemon still answered ping"
     )

@@ -34,7 +34,7 @@ from memoryd.store.prepare import OVERRIDES, SUFFIXES, file_kind
 from memoryd.tasks import guarded, task
 from memoryd.watch import WorkspaceWatcher
 from memoryd.workspaces import Registry, Workspace
-from memoryd.wslock import WorkspaceLock
+from memoryd.wslock import LOCK_REL, WorkspaceLock
 
 log = structlog.get_logger("memoryd.runtime")
 
@@ -67,6 +67,7 @@ class WorkspaceRuntime:
     echoes: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     look_again: bool = False  # a delayed look at hand edits too fresh to record is scheduled
+    watch_started: bool = False  # its watcher task was started (workspace.add of a registered one starts none)
 
 
 GONE = (-1, -1, -1)
@@ -123,7 +124,8 @@ class Runtime:
         wrt = self._runtime(ws)
         self.notes.attach(ws)
         self.rules.attach(ws, recover=wrt.lock.held)
-        if self._tg is not None and self.settings.watch:
+        if self._tg is not None and self.settings.watch and not wrt.watch_started:  # added again: one watcher
+            wrt.watch_started = True
             self._tg.start_soon(task("watch", self._watch, wrt, workspace_id=ws.id))
 
     async def removed(self, ws: Workspace) -> None:
@@ -181,6 +183,23 @@ class Runtime:
             wrt = self._runtime(ws)
             was_held = wrt.lock.held
             if not await self._acquire(wrt):
+                problem = wrt.lock.problem
+                if problem is not None and problem.workspace_gone:
+                    raise AppError(
+                        "MEMORY_WORKSPACE_INVALID",
+                        f"The workspace directory is gone: {problem.reason}",
+                        hint="Put the directory back (a clone, a restore), or unregister it with "
+                        "`memoryctl workspace remove`.",
+                        path=str(ws.path),
+                    )
+                if problem is not None:
+                    raise AppError(
+                        "MEMORY_WRITE_FAILED",
+                        f"The workspace's write lock cannot be taken: {problem.reason}",
+                        hint=f"Nothing holds it: remove what is at {LOCK_REL} (the daemon creates it as a small "
+                        "regular file) and make sure memory/ is a writable directory, then retry.",
+                        lock_path=str(wrt.lock.path),
+                    )
                 holder = await anyio.to_thread.run_sync(wrt.lock.holder)
                 raise AppError(
                     "MEMORY_WORKSPACE_LOCKED",

@@ -43,6 +43,15 @@ class Holder:
     since: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class LockProblem:
+    """Why :meth:`WorkspaceLock.try_acquire` could not even try: ``workspace_gone`` when the workspace directory
+    itself is missing or not a directory; ``reason`` for a person."""
+
+    workspace_gone: bool
+    reason: str
+
+
 class WorkspaceLock:
     def __init__(self, root: Path, me: dict[str, Any]) -> None:
         """``me``: what the holder notes in the file (pid, socket, home); ``since`` is added when it takes it."""
@@ -51,6 +60,8 @@ class WorkspaceLock:
         self._me = me
         self._fd: int | None = None
         self._mutex = threading.Lock()
+        # Set by try_acquire when the lock file cannot be used as a lock at all (None: free, held, or busy)
+        self.problem: LockProblem | None = None
 
     @property
     def held(self) -> bool:
@@ -65,13 +76,16 @@ class WorkspaceLock:
                     return True
                 log.warning("workspace_lock_file_replaced", path=str(self.path))
                 self._close()
+            self.problem = None
             try:
                 fd = open_lock_file(self.path, root=self.root)
             except OSError as exc:
                 log.warning("workspace_lock_open_failed", path=str(self.path), error=exc.strerror)
+                self.problem = self._unusable()
                 return False
             try:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    self.problem = self._unusable()
                     raise OSError("not a regular file")
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:  # BlockingIOError: someone else holds it
@@ -85,6 +99,33 @@ class WorkspaceLock:
                 log.warning("workspace_lock_note_failed", path=str(self.path), error=exc.strerror)
             self._fd = fd
             return True
+
+    def _unusable(self) -> LockProblem:
+        """Why the lock file cannot be opened as a lock at all (nobody holds it: there is nothing to hold)."""
+        try:
+            if not stat.S_ISDIR(os.stat(self.root).st_mode):
+                return LockProblem(True, f"{self.root} is not a directory")
+        except OSError as exc:
+            return LockProblem(True, f"{self.root}: {exc.strerror}")
+        memory = self.path.parent
+        for path, rel in ((memory, "memory"), (self.path, LOCK_REL)):
+            try:
+                mode = os.stat(path, follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                return LockProblem(False, f"{rel}: {exc.strerror}")
+            want_dir = path == memory
+            if stat.S_ISLNK(mode):
+                return LockProblem(False, f"{rel} is a symlink")
+            if want_dir and not stat.S_ISDIR(mode):
+                return LockProblem(False, "memory is not a directory")
+            if not want_dir and not stat.S_ISREG(mode):
+                kind = (
+                    "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+                )
+                return LockProblem(False, f"{rel} is {kind}")
+        return LockProblem(False, f"{LOCK_REL} cannot be opened for writing")
 
     def _same_file(self, fd: int) -> bool:
         try:

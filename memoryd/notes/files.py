@@ -13,7 +13,6 @@ from memoryd.errors import AppError
 from memoryd.fsio import FileTooLarge, NotRegularFile, confine, read_regular, within
 from memoryd.notes import daily
 from memoryd.store.prepare import NOT_UTF8, SUFFIXES, file_kind, kind_of, refusal, shown, utf8_name
-from memoryd.text import chunker
 
 GET_HINT = (
     "Name a memory file relative to the workspace root, as search prints it: memory/*.md, or rule YAML under "
@@ -63,16 +62,32 @@ def read(root: Path, path: str, from_line: int, lines: int, limit: int) -> dict[
         if exc.errno == errno.ENAMETOOLONG:
             raise AppError("MEMORY_PATH_TRAVERSAL", "Path is too long") from exc
         raise AppError("MEMORY_READ_FAILED", f"Cannot read {rel}: {exc.strerror}") from exc
-    # numbered as the index and editors number them
-    all_lines = chunker.split_lines(data.decode("utf-8", errors="replace"))
-    chosen = all_lines[from_line - 1 : from_line - 1 + lines]
-    return {
-        "path": rel,
-        "from_line": from_line,
-        "lines": len(chosen),
-        "total_lines": len(all_lines),
-        "text": "\n".join(chosen) + ("\n" if chosen else ""),
-    }
+    text, taken, total = window(data, from_line, lines)
+    return {"path": rel, "from_line": from_line, "lines": taken, "total_lines": total, "text": text}
+
+
+def window(data: bytes, from_line: int, lines: int) -> tuple[str, int, int]:
+    """``(text, lines taken, total lines)`` of ``lines`` lines from ``from_line`` (1-based) of a file's bytes,
+    numbered as :func:`chunker.split_lines` numbers the decoded text (the index's and editors' numbering), each
+    line ending in a newline. Only the window is decoded: a ``get`` of 200 lines from a large file holds the file's
+    bytes and its answer, not the whole text and every line (a newline byte never lies inside a UTF-8 sequence,
+    so decoding the window is decoding the whole and slicing)."""
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    newlines = data.count(b"\n")
+    total = newlines + 1 - (1 if newlines and data.endswith(b"\n") else 0)
+    if from_line > total:
+        return "", 0, total
+    taken = min(lines, total - from_line + 1)
+    start = 0
+    for _ in range(from_line - 1):
+        start = data.find(b"\n", start) + 1
+    end = start
+    for _ in range(taken):
+        newline = data.find(b"\n", end)
+        end = len(data) if newline < 0 else newline + 1
+    text = data[start:end].decode("utf-8", errors="replace")
+    return (text if text.endswith("\n") else text + "\n"), taken, total
 
 
 def _slip(root: Path, rel: str, target: Path) -> None:

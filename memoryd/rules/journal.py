@@ -245,17 +245,42 @@ def _history(root: Path) -> tuple[tuple[int, int, int], list[dict[str, Any]], li
                 value = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 value = None
-            if isinstance(value, dict):
+            if isinstance(value, dict) and _history_shape(value):
                 entries.append(value)
             else:
                 torn = number == data.count(b"\n") + 1 and not data.endswith(b"\n")
-                why = "torn (the daemon stopped while writing it)" if torn else "not a JSON object"
+                why = (
+                    "torn (the daemon stopped while writing it)"
+                    if torn
+                    else "not a JSON object"
+                    if not isinstance(value, dict)
+                    else "not of the shape the daemon writes"
+                )
                 problems.append(f"{HISTORY_FILE}: line {number}: {why}, skipped")
         parsed = (signature, entries, problems)
     if len(_HISTORY) > 1000:
         _HISTORY.clear()
     _HISTORY[root] = parsed
     return parsed
+
+
+def _history_shape(entry: dict[str, Any]) -> bool:
+    """Whether a history line has the shape the daemon writes, as far as its readers rely on it: ``op``,
+    ``run_id`` and ``ts`` strings when present, ``changes`` a list of objects whose ``path`` is a string and whose
+    ``rules`` (when present) is a list of objects. A line a person or a clone crafted otherwise is skipped and
+    reported, never half-read."""
+    if any(key in entry and not isinstance(entry[key], str) for key in ("op", "run_id", "ts")):
+        return False
+    changes = entry.get("changes", [])
+    if not isinstance(changes, list):
+        return False
+    for change in changes:
+        if not isinstance(change, dict) or not isinstance(change.get("path"), str):
+            return False
+        touched = change.get("rules", [])
+        if not isinstance(touched, list) or not all(isinstance(t, dict) for t in touched):
+            return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)

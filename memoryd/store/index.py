@@ -182,6 +182,8 @@ class NoteIndex:
                 raise IndexCorrupted("corrupt", type(exc).__name__) from exc
             except apsw.CantOpenError as exc:  # a thread's first read of a file deleted since it was opened
                 raise IndexCorrupted("missing", type(exc).__name__) from exc
+            except apsw.IOError as exc:  # say a directory now stands at its path: status reports it, not a crash
+                raise IndexCorrupted("unreadable", type(exc).__name__) from exc
 
     def readers(self) -> int:
         """How many read connections are open (one per thread that has searched since the last swap)."""
