@@ -303,7 +303,7 @@ class Runtime:
             if known == _signature(wrt.ws.path / rel):
                 out.add(rel)
             else:
-                del wrt.echoes[rel]
+                wrt.echoes.pop(rel, None)  # the loop may have cleared it meanwhile
         return out
 
     # --- changes the daemon made ------------------------------------------------------------------------------
