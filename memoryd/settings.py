@@ -49,7 +49,7 @@ class ServerSettings(Group):
     )
     max_batch_members: int = setting(1000, "Members of one JSON-RPC batch; a longer batch is refused whole.", gt=0)
     max_unsent_reply_bytes: int = setting(
-        16 * 1024 * 1024,
+        32 * 1024 * 1024,
         "Reply bytes waiting for their clients to read them, all connections together; a reply over 64 KiB that "
         "would pass it is answered MEMORY_BUSY instead (clients that do not read cannot hold the daemon's memory).",
         gt=0,
