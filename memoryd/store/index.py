@@ -362,13 +362,16 @@ class NoteIndex:
 
     def idf(self, tokens: list[str]) -> dict[str, float]:
         """Each token's inverse document frequency over the chunks, as BM25 weighs it (``ln(1 + (N - n + 0.5) /
-        (n + 0.5))``; a token no chunk holds weighs most). Frequencies are cached as :meth:`prune` caches them."""
+        (n + 0.5))``; a token no chunk holds as one held once). Frequencies are cached as :meth:`prune` caches them."""
         total = self._chunk_count
         with self._reading() as reader:
             if reader is None:
                 raise IndexUnavailable("index is not open")
             df = self._frequencies.of_tokens(reader, tokens, total)
-        return {t: math.log(1 + (total - df[t] + 0.5) / (df[t] + 0.5)) for t in tokens}
+        # a word no chunk holds weighs as one held once: the question's words the notes lack count against a passage
+        # as much as the rarest they hold, not more (in a small workspace every word they hold is "common")
+        held = {t: max(df[t], 1) for t in tokens}
+        return {t: math.log(1 + (total - held[t] + 0.5) / (held[t] + 0.5)) for t in tokens}
 
     def prune(self, terms: list[textindex.Term]) -> list[textindex.Term]:
         """Drop very common single-word terms when a rarer word that occurs remains (an adaptive stop list).
