@@ -33,7 +33,7 @@ log = structlog.get_logger("memoryd.context")
 RECALL_LIMIT = 6  # passages recalled for a prompt
 RECALL_SNIPPET_CHARS = 400
 RECENT_DAYS = 3  # daily files shown when a prompt asks about the past
-WORDS_ONLY_SHARE = 0.75  # of recall_min_relevance, when the search ran on words alone
+WORDS_ONLY_SHARE = 0.6  # of recall_min_relevance, when the search ran on words alone
 RELATIVE_CUT = 0.85  # a recalled passage needs this share of the best one's relevance: a clear answer is not padded
 
 
@@ -134,7 +134,7 @@ class ContextService:
         else:
             best = max((h.relevance for h in found.hits), default=0.0)
             # words alone (no meaning side: semantic off, or degraded) cannot confirm what a passage means: a lower
-            # floor keeps their recall (a question of five words, three of them in the note, is recalled)
+            # floor keeps their recall (a question of five content words, two of them the note's, is recalled)
             least = self.settings.min_relevance * (1.0 if found.mode != "bm25" else WORDS_ONLY_SHARE)
             floor = max(least, RELATIVE_CUT * best)
             items = [
