@@ -29,6 +29,7 @@ from memoryd.text import dates, dictionary, textindex
 log = structlog.get_logger("memoryd.notes")
 
 WINDOW_CANDIDATES = 60  # passages each side brings when the question names a date: the window's may rank low
+DATES_MAX_CHARS = 2000  # of a question, where a date is looked for
 WINDOW_FILES_MAX = 62  # daily files a window's own search looks in (about two months)
 DICTIONARY_LOADING_HINT = (
     "The CC-CEDICT dictionary is still being read (about a second after the daemon starts): until it is ready, "
@@ -341,7 +342,10 @@ def _window(query: str, options: Options) -> dates.Window | None:
     (read relative to ``today``), else None."""
     if options.since is not None or options.until is not None:
         return dates.Window(options.since or date.min, options.until or date.max, query)
-    return dates.window(query, options.today or date.today())
+    # read on the event loop: only a question's first part (a pasted 100 kB text costs the loop nothing)
+    head, tail = query[:DATES_MAX_CHARS], query[DATES_MAX_CHARS:]
+    found = dates.window(head, options.today or date.today())
+    return None if found is None else dates.Window(found.since, found.until, found.rest + tail)
 
 
 def _files(window: dates.Window) -> list[str]:
