@@ -174,3 +174,13 @@ def test_the_maps_are_kept_between_starts_and_a_damaged_copy_is_parsed_again(tmp
     forged = b"%s\n%s\n%s" % (head + b"x", hashlib.sha256(other).hexdigest().encode(), other)
     assert rewritten_after(forged)  # another data file's maps
     assert rewritten_after(b"")
+
+
+def test_a_single_character_adds_no_gloss() -> None:
+    """时 glosses to "time", 天 to "day, sky": an unrelated English line with "time" outranked the answer to
+    "1月20日值班时发生了什么？" (issue 21, temporal class). Words of two characters or more still add theirs."""
+    source = data_path()
+    assert source is not None
+    maps = dictionary.read(source)
+    assert dictionary.additions(maps, ["时"]) == [] and dictionary.additions(maps, ["天"]) == []
+    assert dictionary.additions(maps, ["值班"]) == ["work", "shift"]

@@ -211,7 +211,7 @@ def additions(
         if word in textindex.STOP_WORDS:
             continue
         if _HAN.match(word):
-            if zh_en:
+            if zh_en and len(word) >= 2:  # one character glosses to many senses: 时 → "time", 天 → "day, sky"
                 extra += zh.get(word, ())[:per_word]
             continue
         if en_zh:
