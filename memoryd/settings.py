@@ -191,7 +191,7 @@ class ContextSettings(Group):
         6000, "Ceiling of context's dynamic part (recall, recent notes).", flat="context_dynamic_max_chars", gt=0
     )
     min_relevance: float = setting(
-        0.65,
+        0.8,
         "What a recalled passage needs to be injected into a prompt (the hooks, context.dynamic): its calibrated "
         "relevance, 0-1 (search hits carry it). Higher injects less; 0 injects whatever search finds.",
         flat="recall_min_relevance",

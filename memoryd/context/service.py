@@ -33,7 +33,7 @@ log = structlog.get_logger("memoryd.context")
 RECALL_LIMIT = 6  # passages recalled for a prompt
 RECALL_SNIPPET_CHARS = 400
 RECENT_DAYS = 3  # daily files shown when a prompt asks about the past
-WORDS_ONLY_SHARE = 0.6  # of recall_min_relevance, when the search ran on words alone
+WORDS_ONLY_SHARE = 0.49  # of recall_min_relevance, when the search ran on words alone (0.39 at the default 0.8)
 RELATIVE_CUT = 0.85  # a recalled passage needs this share of the best one's relevance: a clear answer is not padded
 
 
