@@ -17,8 +17,8 @@ from memoryctl.rpc import RemoteError
 
 from memoryd.config import SettingsError, load_settings
 from memoryd.context import render
-from memoryd.context.trigger import asks_about_past
 from memoryd.context.service import WORDS_ONLY_SHARE
+from memoryd.context.trigger import asks_about_past
 from memoryd.settings import ContextSettings
 from tests.conftest import Daemon, daemon_env, short_tmp, wait_for
 from tests.context_prompts import PROMPTS
