@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 from memoryd.notes.fusion import Candidate, coverage, from_lexical, fuse
-from memoryd.store.queries import Hit
 from memoryd.store.passage import Passage
+from memoryd.store.queries import Hit
 
 
 def candidate(path: str, line: int, text: str, *, ident: bool = False, via: str = "bm25") -> Candidate:
