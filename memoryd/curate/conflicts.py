@@ -57,8 +57,11 @@ class Resolved:
     asked: list[Conflict] = field(default_factory=list)  # ask_user conflicts: record them (questions.ask)
 
 
-def norm_key(key: str) -> str:
-    return " ".join(key.replace("_", " ").replace("-", " ").strip(" *`").casefold().split())
+def norm_key(key: str, *, pattern: bool = False) -> str:
+    """A key as compared: case folded, ``_`` and ``-`` as spaces, spacing collapsed, emphasis off (a pattern keeps
+    its ``*`` wildcards)."""
+    key = key.replace("_", " ").replace("-", " ").strip(" `" if pattern else " *`")
+    return " ".join(key.casefold().split())
 
 
 def norm_value(value: str) -> str:
@@ -67,7 +70,7 @@ def norm_value(value: str) -> str:
 
 def preferences(markdown: str, keys: tuple[str, ...]) -> list[Preference]:
     """The preference bullets of ``markdown`` (outside code blocks) whose key matches ``keys``."""
-    wanted = [norm_key(k) for k in keys]
+    wanted = [norm_key(k, pattern=True) for k in keys]
     found: list[Preference] = []
     fence: str | None = None
     for number, line in enumerate(markdown.split("\n"), 1):

@@ -30,7 +30,6 @@ from memoryd.errors import AppError
 from memoryd.models import Wire
 from memoryd.notes.daily import strip_private
 from memoryd.rules import journal
-from memoryd.rules.workspace import WorkspaceRules
 
 log = structlog.get_logger("memoryd.curate")
 
@@ -138,11 +137,11 @@ class Answered:
     applied: bool  # False: the old bullet is no longer in the file (edited since): only the answer is recorded
 
 
-def answer(wr: WorkspaceRules, qid: str, choice: Answer) -> Answered:
+def answer(root: Path, qid: str, choice: Answer) -> Answered:
     """Settle an open question: ``old`` keeps the file as it is; ``new`` puts the proposed value in the old one's
     place; ``both`` keeps both, marked ``<!-- conflict: key -->``. A file change is one recorded change (its
-    run_id: ``restore`` undoes it); the ``answered`` row closes the question either way."""
-    root = wr.root
+    run_id: ``restore`` undoes it); the ``answered`` row closes the question either way. Run it holding the
+    workspace's write lock."""
     question = next((q for q in open_questions(root) if q.question_id == qid), None)
     if question is None:
         raise AppError("MEMORY_QUESTION_NOT_FOUND", f"No open question {qid}")
