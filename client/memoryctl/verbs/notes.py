@@ -1,5 +1,5 @@
 """memoryctl's Markdown memory verbs: status, init, remember, search, get, index, validate, context, forget,
-restore. Each is one call; ``exchange`` adds what a verb needs around it (status outside a workspace, search's
+restore, answer. Each is one call; ``exchange`` adds what a verb needs around it (status outside a workspace, search's
 "more", the index progress bar)."""
 
 from __future__ import annotations
@@ -127,6 +127,13 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
         else:
             p.add_argument("ref", metavar="RUN_ID", help="the change's run id (forget and timeline print it)")
         p.add_argument("--reason", help="why: recorded in history")
+    elif verb == "answer":
+        p.add_argument("question_id", metavar="QUESTION_ID", help="the question's id, as context shows it (q_…)")
+        p.add_argument(
+            "answer",
+            choices=["old", "new", "both"],
+            help="old: keep what memory holds; new: the proposed value replaces it; both: keep both, marked",
+        )
     elif verb == "context":
         p.add_argument("--query", "-q", metavar="TEXT", help="the prompt to recall for, or - to read standard input")
         p.add_argument("--model-id", help="with --fw-version: include the rules resolved for this device")
@@ -209,6 +216,8 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
         return "validate", scoped(args, {})
     if verb == "context":
         return "context", _context_params(args)
+    if verb == "answer":
+        return "answer", {"workspace": workspace_of(args), "question_id": args.question_id, "answer": args.answer}
     if verb in ("forget", "restore"):
         params = {"workspace": workspace_of(args), "id" if verb == "forget" else "run_id": args.ref}
         if args.reason:
@@ -338,6 +347,19 @@ def _render_restore(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _render_answer(result: dict[str, Any]) -> str:
+    said = f"answered {result['question_id']}: {result['answer']}"
+    if result.get("run_id"):
+        return (
+            f"{said}\n"
+            + "\n".join(f"  {w['action']:<9} {w['path']}" for w in result.get("writes", []))
+            + (f"\nrun {result['run_id']} (undo: memoryctl restore {result['run_id']})")
+        )
+    if not result.get("applied"):
+        return f"{said} (the file no longer holds the old bullet: nothing changed)"
+    return said
+
+
 CONTEXT_SEPARATOR = "----- dynamic -----"
 
 
@@ -455,4 +477,5 @@ RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
     "validate": _render_validate,
     "forget": _render_forget,
     "restore": _render_restore,
+    "answer": _render_answer,
 }
