@@ -17,8 +17,10 @@ from pydantic import ValidationError
 from memoryd.settings import (
     GROUPS,
     ContextSettings,
+    CurateSettings,
     Group,
     NotesSettings,
+    ObservabilitySettings,
     RulesSettings,
     SearchSettings,
     SemanticSettings,
@@ -95,6 +97,8 @@ class Settings:
     semantic: SemanticSettings = field(default_factory=SemanticSettings)
     rules: RulesSettings = field(default_factory=RulesSettings)
     context: ContextSettings = field(default_factory=ContextSettings)
+    observability: ObservabilitySettings = field(default_factory=ObservabilitySettings)
+    curate: CurateSettings = field(default_factory=CurateSettings)
     # Not settings proper: where things are. Filled by load_settings.
     dirs: Dirs = field(default_factory=Dirs.resolve)
     socket: Path = field(default_factory=lambda: Path(memorydirs.socket_path()))
@@ -218,6 +222,8 @@ def load_settings(
         semantic=_group(SemanticSettings, values),
         rules=_group(RulesSettings, values),
         context=_group(ContextSettings, values),
+        observability=_group(ObservabilitySettings, values),
+        curate=_group(CurateSettings, values),
         dirs=dirs,
         socket=Path(memorydirs.socket_path(socket, home)),
     )
