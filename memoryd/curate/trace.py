@@ -104,7 +104,7 @@ def recall_row(recall: Recall) -> dict[str, Any]:
 
 
 @dataclass(eq=False)
-class _Job:
+class Job:
     workspace_id: str
     root: Path
     recall: Recall
@@ -115,7 +115,7 @@ class TraceWriter:
     settings: ObservabilitySettings
     may_write: Callable[[str], bool] = lambda _workspace_id: True
     dropped: int = 0
-    _pending: deque[_Job] = field(default_factory=deque)
+    _pending: deque[Job] = field(default_factory=deque)
     _wake: anyio.Event = field(default_factory=anyio.Event)
     _progress: anyio.Event = field(default_factory=anyio.Event)
     _submitted: int = 0
@@ -135,7 +135,7 @@ class TraceWriter:
             if self.dropped in (1, 100) or self.dropped % 10_000 == 0:
                 log.warning("recall_trace_dropped", count=self.dropped)
             return
-        self._pending.append(_Job(workspace_id, root, recall))
+        self._pending.append(Job(workspace_id, root, recall))
         self._submitted += 1
         self._wake.set()
 
@@ -160,9 +160,9 @@ class TraceWriter:
                 self._progress.set()
                 self._progress = anyio.Event()
 
-    def write(self, batch: list[_Job]) -> None:
+    def write(self, batch: list[Job]) -> None:
         """Write ``batch`` (worker thread): per workspace, its recall rows in one append, then its replay rows."""
-        by_workspace: dict[str, list[_Job]] = {}
+        by_workspace: dict[str, list[Job]] = {}
         for job in batch:
             by_workspace.setdefault(job.workspace_id, []).append(job)
         for workspace_id, jobs in by_workspace.items():
