@@ -50,20 +50,20 @@ def exit_code(args: Args, result: Any) -> int:
 def render(args: Args, result: Any) -> str:
     if args.markdown and isinstance(result.get("markdown"), str):
         return str(result["markdown"]).rstrip("\n")
-    lines = [f"audit of {result['workspace_id']} · rows since {result['since'] or 'the start'} · {result['until']}"]
+    lines = [f"audit of {result['workspace_id']} · rows since {result.get('since') or 'the start'} · {result['until']}"]
     lines += _gates(result["gates"])
     rows: list[tuple[str, ...]] = [("metric", "group", "rows", "counts", "rates")]
     notes = []
     for metric in result["metrics"]:
-        groups = [metric["total"], *metric["groups"]] if metric["groups"] else [metric["total"]]
+        groups = [metric["total"], *metric.get("groups", [])]
         for n, group in enumerate(groups):
             rows.append(
                 (
                     metric["name"] if n == 0 else "",
                     group["key"],
                     str(group["rows"]),
-                    _counts(group["counts"]),
-                    _rates(group["rates"]),
+                    _counts(group.get("counts", {})),
+                    _rates(group.get("rates", {})),
                 )
             )
         notes += _notes(metric)
@@ -74,7 +74,7 @@ def render(args: Args, result: Any) -> str:
 
 
 def _gates(gates: dict[str, Any]) -> list[str]:
-    lines = ["", f"routing mode now: {gates['current_mode'] or 'unknown (no routing rows)'}"]
+    lines = ["", f"routing mode now: {gates.get('current_mode') or 'unknown (no routing rows)'}"]
     for gate in gates["gates"]:
         verdict = "allowed" if gate["allowed"] else "not yet"
         lines.append(
@@ -82,11 +82,12 @@ def _gates(gates: dict[str, Any]) -> list[str]:
             f"({gate['runs']}/{gate['min_runs']} runs in {gate['window_days']} days)"
         )
         for check in gate["checks"]:
-            mark = "·" if check["ok"] is None else ("ok" if check["ok"] else "NO")
+            ok = check.get("ok")
+            mark = "·" if ok is None else ("ok" if ok else "NO")
             lines.append(
-                f"    {mark:>2} {check['name']}: {_num(check['value'])} (threshold {_num(check['threshold'])})"
+                f"    {mark:>2} {check['name']}: {_num(check.get('value'))} (threshold {_num(check.get('threshold'))})"
             )
-        for item in gate["manual"]:
+        for item in gate.get("manual", []):
             lines.append(f"     ? {item}")
     return lines
 
@@ -99,16 +100,18 @@ def _counts(counts: dict[str, dict[str, int]]) -> str:
 
 
 def _rates(rates: dict[str, dict[str, Any]]) -> str:
-    return ", ".join(f"{name} {rate['value'] * 100:.0f}%" for name, rate in rates.items() if rate["value"] is not None)
+    return ", ".join(
+        f"{name} {rate['value'] * 100:.0f}%" for name, rate in rates.items() if rate.get("value") is not None
+    )
 
 
 def _notes(metric: dict[str, Any]) -> list[str]:
     out = []
-    if metric["refused"]:
-        out.append(f"{metric['file']}: not read ({metric['refused']})")
-    if metric["truncated"]:
+    if metric.get("refused"):
+        out.append(f"{metric['file']}: not read ({metric.get('refused')})")
+    if metric.get("truncated"):
         out.append(f"{metric['file']}: larger than audit_max_bytes; its oldest rows were left out")
-    if metric["skipped"]:
+    if metric.get("skipped"):
         why = ", ".join(f"{n} {reason}" for reason, n in sorted(metric["skipped"].items()))
         out.append(f"{metric['name']}: lines skipped: {why}")
     return out
