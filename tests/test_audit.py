@@ -56,7 +56,9 @@ def test_recall_for_prompts_is_traced_and_audited(daemon: Daemon, workspace: tup
     )
     assert recall["total"]["rates"]["injected"]["numerator"] == 2
     traced = rows(root, observe.RECALL)
-    assert [r["trigger"] for r in traced][0] == "injected" and all(r["session"] == "sess-1" for r in traced)
+    assert [r["trigger"] for r in traced] == ["injected", "no_hits", "injected", "empty_query"] and all(
+        r["session"] == "sess-1" for r in traced
+    )
     assert traced[0]["item_ids"] and traced[0]["item_ids"][0].startswith("ent_")
     raw = (root / observe.RECALL).read_text(encoding="utf-8")
     assert "串口" not in raw and "deploy" not in raw and "haiku" not in raw  # no text: neither prompt nor memory
