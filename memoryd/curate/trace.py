@@ -37,6 +37,7 @@ from memoryd.text.passages import MARK
 log = structlog.get_logger("memoryd.curate")
 
 QUERY_MAX_CHARS = 8000  # of a prompt kept for replay (a pasted log: its head, where the question usually is)
+COALESCE_S = 0.25  # recalls arriving this close together are written in one batch: one append, one fsync each file
 PENDING_MAX = 4096  # recalls queued for writing; beyond it they are dropped (counted, logged)
 READ_MAX_BYTES = 8 * 1024 * 1024  # a memory file read to fingerprint a passage (index_max_file_bytes' default)
 REPLAY_READ_MAX_BYTES = 64 * 1024 * 1024
@@ -118,6 +119,7 @@ class TraceWriter:
     _pending: deque[Job] = field(default_factory=deque)
     _wake: anyio.Event = field(default_factory=anyio.Event)
     _progress: anyio.Event = field(default_factory=anyio.Event)
+    _urgent: anyio.Event = field(default_factory=anyio.Event)
     _submitted: int = 0
     _done: int = 0
     _replay_rows: dict[str, int] = field(default_factory=dict)  # workspace id → rows in replay.jsonl (once counted)
@@ -144,13 +146,17 @@ class TraceWriter:
         target = self._submitted
         while self._done < target:
             progress = self._progress
+            self._urgent.set()
             await progress.wait()
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         while True:
             await self._wake.wait()
+            with anyio.move_on_after(COALESCE_S):  # let a burst of prompts gather (flush cuts the wait short)
+                await self._urgent.wait()
             self._wake = anyio.Event()
+            self._urgent = anyio.Event()
             batch = list(self._pending)
             self._pending.clear()
             try:
@@ -173,7 +179,8 @@ class TraceWriter:
                 if self.settings.trace:
                     observe.append(root, observe.RECALL, [recall_row(j.recall) for j in jobs])
                 if self.settings.replay:
-                    replays = [r for j in jobs if j.recall.answers and (r := replay_row(root, j.recall))]
+                    files: dict[str, list[str] | None] = {}  # each memory file read once per batch
+                    replays = [r for j in jobs if j.recall.answers and (r := replay_row(root, j.recall, files))]
                     if replays:
                         self._append_replay(workspace_id, root, replays)
             except OSError as exc:  # a full disk, a symlink planted at the file: the prompt was answered anyway
@@ -193,11 +200,12 @@ class TraceWriter:
         self._replay_rows[workspace_id] = count
 
 
-def replay_row(root: Path, recall: Recall) -> dict[str, Any] | None:
-    """The replay row of ``recall``: each answer fingerprinted from its file as it is now (worker thread). An answer
-    whose file no longer holds what was shown (changed meanwhile, unreadable) is left out; None when none is left."""
+def replay_row(root: Path, recall: Recall, files: dict[str, list[str] | None] | None = None) -> dict[str, Any] | None:
+    """The replay row of ``recall``: each answer fingerprinted from its file as it is now (worker thread; ``files``:
+    the lines of files already read). An answer whose file no longer holds what was shown (changed meanwhile,
+    unreadable) is left out; None when none is left."""
     answers = []
-    files: dict[str, list[str] | None] = {}
+    files = {} if files is None else files
     for answer in recall.answers:
         if answer.path not in files:
             files[answer.path] = _lines(root, answer.path)
