@@ -89,12 +89,16 @@ def test_kept_rows_hold_the_prompt_and_digests_never_the_passage(tmp_path: Path)
     assert trace["item_ids"] == ["ent_1"] and "query" not in trace and "baud" not in str(trace)
 
 
-def test_an_answer_the_file_no_longer_says_is_not_kept(tmp_path: Path) -> None:
+def test_a_cut_snippet_is_fingerprinted_from_its_file_or_not_kept(tmp_path: Path) -> None:
     root = workspace(tmp_path)
-    stale = answer(root, "115200", snippet="something the file never said")
-    keep(root, recall("uart baud?", stale))
-    assert replay_rows(root) == []
-    assert (root / observe.RECALL).exists()  # the recall itself is still traced
+    cut = answer(root, "115200", snippet="…board's **UART** runs at 115200 baud; 串口超时 after…")
+    stale = answer(root, "deploy.sh", snippet="…something the file never said…")
+    keep(root, recall("uart baud?", cut, stale))
+    [row] = replay_rows(root)
+    [kept] = row["answers"]  # the line as the file says it, whole; the other is not kept
+    full = "- The XR board's UART runs at 115200 baud; 串口超时 after 3 s means the FIFO overflowed"
+    assert kept["digests"] == [line_digest(full)] and kept["start_line"] == line_of(MEMORY, "115200")
+    assert (root / observe.RECALL).exists()  # the recall itself is traced either way
 
 
 def test_the_replay_store_keeps_the_newest_n(tmp_path: Path) -> None:

@@ -81,8 +81,10 @@ def session_label(session_id: str | None) -> str | None:
 
 
 def line_digest(line: str) -> str:
-    """A line as replay rows keep it: the first 16 hex of the SHA-256 of its stripped text."""
-    return hashlib.sha256(line.strip().encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    """A line as replay rows keep it: the first 16 hex of the SHA-256 of its text without surrounding whitespace and
+    without ``**`` (a snippet's match marks, and Markdown bold alike, so a line read from a snippet and the same line
+    read from its file have one digest)."""
+    return hashlib.sha256(line.replace(MARK, "").strip().encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def recall_row(recall: Recall) -> dict[str, Any]:
@@ -201,20 +203,17 @@ class TraceWriter:
 
 
 def replay_row(root: Path, recall: Recall, files: dict[str, list[str] | None] | None = None) -> dict[str, Any] | None:
-    """The replay row of ``recall``: each answer fingerprinted from its file as it is now (worker thread; ``files``:
-    the lines of files already read). An answer whose file no longer holds what was shown (changed meanwhile,
-    unreadable) is left out; None when none is left."""
+    """The replay row of ``recall`` (worker thread). A passage shown whole (its snippet not cut: most are) is
+    fingerprinted from the snippet itself; a cut one from its file as it is now (``files``: the lines of files
+    already read), and left out when the file no longer says what was shown (changed meanwhile, unreadable). None
+    when no answer is left."""
     answers = []
     files = {} if files is None else files
     for answer in recall.answers:
-        if answer.path not in files:
-            files[answer.path] = _lines(root, answer.path)
-        lines = files[answer.path]
-        if lines is None:
-            continue
-        passage = [line for line in lines[answer.start_line - 1 : answer.start_line - 1 + answer.lines] if line.strip()]
-        body = [line for line in passage if not line.lstrip().startswith("#")] or passage
-        if not body or not _shows(body, answer.snippet):
+        body = _whole(answer.snippet)
+        if body is None:
+            body = _from_file(root, answer, files)
+        if not body:
             continue
         answers.append(
             {
@@ -234,6 +233,24 @@ def replay_row(root: Path, recall: Recall, files: dict[str, list[str] | None] | 
         "paths": sorted({a["path"] for a in answers}),
         "answers": answers,
     }
+
+
+def _whole(snippet: str) -> list[str] | None:
+    """The passage's non-blank lines when ``snippet`` shows it whole (no … at either end), else None."""
+    if not snippet.strip() or snippet.startswith("…") or snippet.endswith("…"):
+        return None
+    return [line for line in snippet.split("\n") if line.strip()]
+
+
+def _from_file(root: Path, answer: Answer, files: dict[str, list[str] | None]) -> list[str]:
+    if answer.path not in files:
+        files[answer.path] = _lines(root, answer.path)
+    lines = files[answer.path]
+    if lines is None:
+        return []
+    passage = [line for line in lines[answer.start_line - 1 : answer.start_line - 1 + answer.lines] if line.strip()]
+    body = [line for line in passage if not line.lstrip().startswith("#")] or passage
+    return body if body and _shows(body, answer.snippet) else []
 
 
 def _lines(root: Path, rel: str) -> list[str] | None:
