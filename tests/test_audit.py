@@ -38,27 +38,36 @@ def metric(result: dict[str, Any], name: str) -> dict[str, Any]:
 
 def test_recall_for_prompts_is_traced_and_audited(daemon: Daemon, workspace: tuple[Path, str]) -> None:
     root, ws = workspace
+    (root / "memory").mkdir(exist_ok=True)
+    (root / "memory" / "MEMORY.md").write_text("# Memory\n\n## 约定\n- 波特率固定为 921600，必须开 RTS/CTS 流控\n")
     remember_notes(daemon, ws)
     prompts = ["ERR_QZX42 串口超时怎么处理？", "write a haiku about cats", "where does the deploy script live?", "   "]
+    prompts.append("波特率 921600 RTS/CTS 流控")  # found in MEMORY.md, which the stable part already shows
+    prompts.append("plan the office holiday party menu, music, decorations, budget and the VPN raffle")  # one word
     injected = [
         len(daemon.call("context", {"workspace": ws, "query_text": q, "session_id": "sess-1"})["dynamic"]["items"])
         for q in prompts
     ]
-    assert injected[0] and injected[2] and not injected[1] and not injected[3]
+    assert injected[0] and injected[2] and not injected[1] and not injected[3] and not injected[4] and not injected[5]
     # SessionStart's call (no query_text) is not a recall: no row
     daemon.call("context", {"workspace": ws, "session_id": "sess-1"})
     result = daemon.call("audit", {"workspace": ws})  # waits for the queued rows, then reads them
     recall = metric(result, "recall")
-    assert recall["total"]["rows"] == 4
+    assert recall["total"]["rows"] == 6
     assert (
         recall["total"]["counts"]["trigger"]["injected"] == 2
         and recall["total"]["counts"]["trigger"]["empty_query"] == 1
     )
     assert recall["total"]["rates"]["injected"]["numerator"] == 2
     traced = rows(root, observe.RECALL)
-    assert [r["trigger"] for r in traced] == ["injected", "no_hits", "injected", "empty_query"] and all(
-        r["session"] == "sess-1" for r in traced
-    )
+    assert [r["trigger"] for r in traced] == [
+        "injected",
+        "no_hits",
+        "injected",
+        "empty_query",
+        "filtered",
+        "below_floor",
+    ] and all(r["session"] == "sess-1" for r in traced)
     assert traced[0]["item_ids"] and traced[0]["item_ids"][0].startswith("ent_")
     raw = (root / observe.RECALL).read_text(encoding="utf-8")
     assert "串口" not in raw and "deploy" not in raw and "haiku" not in raw  # no text: neither prompt nor memory
