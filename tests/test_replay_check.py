@@ -269,3 +269,10 @@ def test_session_labels_stay_short_and_opaque() -> None:
     hostile = session_label("../../x\n" + "y" * 4000)
     assert hostile is not None and hostile.startswith("sha256:") and len(hostile) == 23
     assert session_label(None) is None
+
+
+def test_a_would_be_memory_equal_to_the_current_one_replays_nothing(tmp_path: Path) -> None:
+    root = workspace(tmp_path)
+    keep(root, recall("what baud does the XR board UART use?", answer(root, "115200")))
+    verdict = replay_check(root, {"memory/MEMORY.md": MEMORY})
+    assert not verdict.held and verdict.replayed == 1 and verdict.checked == 0

@@ -126,6 +126,8 @@ def replay_check(
     for path in would_be:
         if path not in now:
             now[path] = _read(root, path)
+    if all(now.get(path) == text for path, text in would_be.items()):  # nothing would change: nothing is lost
+        return ReplayVerdict(held=False, replayed=len(kept), skipped=skipped)
     before, after = _Memory(now, chunk_max_lines), _Memory(would_be, chunk_max_lines)
     try:
         lost: list[LostAnswer] = []
