@@ -54,6 +54,21 @@ FLAT_BEFORE = [
     "context_snapshot_ttl_hours",
     "context_snapshot_max_files",
     "recall_min_relevance",  # issue 21: what recall needs to be injected (added since)
+    # issue 22 (h-audit): the observability group and the replay check
+    "observability_trace",
+    "observability_replay",
+    "observability_replay_keep",
+    "audit_max_bytes",
+    "gate_preferred_window_days",
+    "gate_preferred_min_runs",
+    "gate_preferred_structured_rate",
+    "gate_preferred_written_rate",
+    "gate_required_window_days",
+    "gate_required_min_runs",
+    "gate_required_daily_sections_rate",
+    "gate_required_guard_rejected_max",
+    "replay_check",
+    "replay_top_k",
 ]
 
 
