@@ -131,6 +131,7 @@ def test_help_lists_every_verb() -> None:
             "timeline",
             "candidates",
             "hook",
+            "audit",
         )
     )  # every verb, each once, in this order
 

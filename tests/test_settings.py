@@ -66,6 +66,21 @@ FLAT_BEFORE = [
     "curate_max_update_bytes",
     "curate_conflict_keys",
     "curate_conflict_resolution",
+    # issue 22 (h-audit): the observability group and the replay check
+    "observability_trace",
+    "observability_replay",
+    "observability_replay_keep",
+    "audit_max_bytes",
+    "gate_preferred_window_days",
+    "gate_preferred_min_runs",
+    "gate_preferred_structured_rate",
+    "gate_preferred_written_rate",
+    "gate_required_window_days",
+    "gate_required_min_runs",
+    "gate_required_daily_sections_rate",
+    "gate_required_guard_rejected_max",
+    "replay_check",
+    "replay_top_k",
 ]
 
 

@@ -131,3 +131,28 @@ def read_range(path: Path, offset: int, length: int, *, root: Path | None = None
         return b"".join(parts)
     finally:
         os.close(fd)
+
+
+def read_tail(path: Path, max_bytes: int, *, root: Path | None = None) -> tuple[bytes, int]:
+    """The last ``max_bytes`` (at most) of the regular file ``path``, and the file's size then: a size larger than
+    the bytes returned means the head was left out (a log that grew, a 1 GB sparse file: only its tail is read).
+    Opened like :func:`read_regular` (a FIFO or a device is refused, never waited on)."""
+    fd = _open_regular(path, root)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+        size = info.st_size
+        offset = max(0, size - max_bytes)
+        chunks = []
+        remaining = size - offset
+        while remaining > 0:
+            chunk = os.pread(fd, min(remaining, 1 << 20), offset)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            offset += len(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks), size
+    finally:
+        os.close(fd)

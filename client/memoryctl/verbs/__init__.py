@@ -63,11 +63,13 @@ VERBS = {
     "timeline": "observations, remembered entries and changes, newest first",
     "candidates": "review low-confidence rules: list, promote, reject",
     "hook": "answer a coding agent host's hook (its JSON on stdin); fails open, never blocks",
+    "audit": "what the observability files say: outcomes, guard, sanitize, routing, recall, lifecycle; phase gates",
 }
 
 NOTES = ("status", "init", "remember", "search", "get", "index", "validate", "context", "forget", "restore", "answer")
 RULES = ("observe", "compile", "resolve", "rules", "timeline", "candidates")
 ADMIN = ("ping", "workspace", "mcp", "install", "hook")
+AUDIT = ("audit",)
 
 
 def group(verb: str) -> VerbGroup:
@@ -80,6 +82,10 @@ def group(verb: str) -> VerbGroup:
         from memoryctl.verbs import rules
 
         return rules
+    if verb in AUDIT:
+        from memoryctl.verbs import audit
+
+        return audit
     from memoryctl.verbs import admin
 
     return admin
