@@ -14,6 +14,7 @@ from memoryd import __version__, fsio
 from memoryd import log as logsetup
 from memoryd.config import Settings
 from memoryd.context.service import ContextService
+from memoryd.curate.service import CurateService
 from memoryd.methods.services import Ctx, Handlers, Services
 from memoryd.notes.service import NotesService
 from memoryd.rpc import Context, Dispatcher
@@ -54,6 +55,7 @@ class App:
         self.notes = NotesService(settings.notes, settings.search, settings.semantic, state)
         self.rules = RulesService(settings.rules, watched=settings.notes.watch)
         self.context = ContextService(settings.context, state, self.notes, self.rules)
+        self.curate = CurateService(settings.curate, self.notes, self.rules)
         self.runtime = Runtime(
             settings.notes, self.registry, self.notes, self.rules, socket=settings.socket, home=settings.dirs.home
         )

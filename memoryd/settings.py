@@ -212,6 +212,48 @@ class ContextSettings(Group):
     )
 
 
+RoutingMode = Literal["compatible", "preferred", "required"]
+
+
+class CurateSettings(Group):
+    """Consolidation into MEMORY.md / INSIGHTS.md / HISTORY.md / daily files through the compile exchange."""
+
+    routing_mode: RoutingMode = setting(
+        "compatible",
+        "What a consolidation does with a response whose daily_sections are missing or broken (seed 002 R2): "
+        "compatible (write its history_entry to the daily file instead), preferred (refuse it once, asking the "
+        "host for daily_sections; the second answer falls back like compatible), required (refuse it: nothing "
+        "is written without valid daily_sections). Each apply writes one routing.jsonl row.",
+        flat="curate_routing_mode",
+    )
+    entries_per_chunk: int = setting(
+        40,
+        "Daily entries per consolidation request; more are split into chunks, each prepared with a progress "
+        "record and applied as its own change (a crash resumes at the first unfinished chunk).",
+        flat="consolidate_entries_per_chunk",
+        gt=0,
+    )
+    recent_days: int = setting(
+        14,
+        "Daily files of the last this many days are offered to a consolidation (entries not consolidated yet).",
+        flat="consolidate_recent_days",
+        gt=0,
+    )
+    request_memory_chars: int = setting(
+        16000,
+        "Characters of MEMORY.md (and again of INSIGHTS.md) a consolidation request carries at most, whole "
+        "bullets; the request says when it left some out.",
+        flat="consolidate_memory_chars",
+        gt=0,
+    )
+    request_daily_chars: int = setting(
+        24000,
+        "Characters of daily entries one consolidation request carries at most (with entries_per_chunk).",
+        flat="consolidate_daily_chars",
+        gt=0,
+    )
+
+
 GROUPS: dict[str, type[Group]] = {
     "server": ServerSettings,
     "notes": NotesSettings,
@@ -219,6 +261,7 @@ GROUPS: dict[str, type[Group]] = {
     "semantic": SemanticSettings,
     "rules": RulesSettings,
     "context": ContextSettings,
+    "curate": CurateSettings,
 }
 
 

@@ -11,12 +11,21 @@ files under ``data/memory/`` (decision 0009):
   the change journal (a backup, a history line with its own run_id), so ``restore {run_id}`` undoes it like any
   other change. Search and context leave out the sections a tombstone names; the Markdown keeps them (audit).
 
+- ``curated.jsonl``, append-only, one line per bullet a consolidation wrote into MEMORY.md or INSIGHTS.md (or
+  changed): its id (``mem_…``, from path, section and the bullet's words), the observation and entry ids it rests on
+  (``evidence``), ``confidence``, ``metadata`` (request, whether the model stated them) and a ``revision`` that goes
+  up each time a later consolidation changes it (new evidence, another confidence, removed by ``[replace]``:
+  ``deleted_at``). The last line of an id is its current state. Written only inside the consolidation's change
+  (``journal.commit``), so ``restore`` of that change takes its lines back out too; never by ``remember``, whose
+  sidecar (items.jsonl) is appended outside the rules lock.
+
 Plain functions over files; the journal that writes ``forgotten.json`` is the rules domain's.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -31,6 +40,7 @@ log = structlog.get_logger("memoryd.items")
 
 ITEMS_FILE = "data/memory/items.jsonl"
 FORGOTTEN_FILE = "data/memory/forgotten.json"
+CURATED_FILE = "data/memory/curated.jsonl"
 READ_MAX_BYTES = 64 * 1024 * 1024
 DEFAULTS: dict[str, Any] = {"confidence": 1.0, "evidence": [], "metadata": {}, "revision": 1, "deleted_at": None}
 
@@ -59,6 +69,27 @@ def record(root: Path, entries: list[Written], created_at: str) -> None:
     )
     if lines:
         append_line(root / ITEMS_FILE, lines[:-1], root=root)
+
+
+def curated_id(path: str, section: str, bullet_key: str) -> str:
+    """A consolidated bullet's id: stable for the same words in the same section of the same file."""
+    digest = hashlib.sha256(f"{path}\0{section}\0{bullet_key}".encode()).hexdigest()
+    return f"mem_{digest[:20]}"
+
+
+def load_curated(root: Path) -> tuple[bytes, dict[str, dict[str, Any]]]:
+    """curated.jsonl's bytes and every item's current state (its last line), defaults filled in; torn or
+    foreign lines skipped."""
+    data = _read(root, CURATED_FILE)
+    out: dict[str, dict[str, Any]] = {}
+    for line in data.splitlines():
+        try:
+            raw = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(raw, dict) and isinstance(raw.get("id"), str) and raw["id"].startswith("mem_"):
+            out[raw["id"]] = {**DEFAULTS, **raw}
+    return data, out
 
 
 def load(root: Path) -> dict[str, dict[str, Any]]:

@@ -1,0 +1,371 @@
+"""Consolidation through the compile exchange: the curator the rules service calls (memoryd/rules/extension.py).
+
+prepare: the daily entries not consolidated yet, in chunks of ``entries_per_chunk`` (and ``request_daily_chars``);
+each request carries MEMORY.md's and INSIGHTS.md's sections (whole bullets, bounded), its entries, the open
+questions and the routing mode; a progress record is written before each chunk is handed out.
+
+apply: the answer's ``memory_update``, ``daily_sections``, ``history_entry`` and ``insights_update`` through the
+pipeline (memoryd/curate/steps.py: normalize → route → sanitize → guard → merge), then the write step here: every
+file in the SAME change as the rules (one ``journal.commit``, one run_id, one history line of kind
+``consolidate``): MEMORY.md, INSIGHTS.md, today's daily file, HISTORY.md (appended), curated.jsonl (the bullets'
+items), consolidated.json (the entries marked, only now) — restorable by ``restore`` — and progress.json
+(bookkeeping). After the commit: one outcome row per target, the sanitize row, one routing row.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from memoryd import ids
+from memoryd.curate import entries, observe, policy, sectionmerge, state, steps
+from memoryd.errors import AppError
+from memoryd.notes import items
+from memoryd.rules import journal
+from memoryd.rules.extension import CuratorPlan
+from memoryd.rules.models import ConsolidationMaterial, DailyNote, MemorySection
+from memoryd.rules.workspace import WorkspaceRules
+from memoryd.settings import CurateSettings
+
+MEMORY_FILE = "memory/MEMORY.md"
+INSIGHTS_FILE = "memory/INSIGHTS.md"
+HISTORY_FILE = "memory/HISTORY.md"
+FILE_MAX_BYTES = 16 * 1024 * 1024
+OPEN_QUESTIONS_MAX = 50
+FIELDS = ("memory_update", "daily_sections", "history_entry", "insights_update")
+TARGET_FILES: dict[steps.Target, str] = {"memory": MEMORY_FILE, "insights": INSIGHTS_FILE}
+
+
+def text_of(root: Path, rel: str) -> str:
+    """A memory file's text ('' when absent); one that is not UTF-8 or not a regular file is refused."""
+    data = journal.read_bytes(root, rel, FILE_MAX_BYTES)
+    if data is None:
+        return ""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AppError("MEMORY_FILE_REFUSED", f"{rel} is not UTF-8 text; nothing was merged into it") from exc
+
+
+def bounded_sections(text: str, budget: int) -> tuple[list[MemorySection], set[str]]:
+    """A file's sections as a request shows them — whole bullets, at most ``budget`` characters — and the keys
+    of the sections it could not show whole."""
+    grouped: dict[str, list[str]] = {}
+    for title, bullet in sectionmerge.bullets(text):
+        grouped.setdefault(title, []).append(bullet)
+    shown: list[MemorySection] = []
+    partial: set[str] = set()
+    used = 0
+    for title, bullets in grouped.items():
+        kept = []
+        for bullet in bullets:
+            if used + len(bullet) + len(title) > budget:
+                break
+            kept.append(bullet)
+            used += len(bullet)
+        if len(kept) < len(bullets):
+            partial.add(steps.key(title))
+        if kept:
+            shown.append(MemorySection(title=title, bullets=kept))
+            used += len(title)
+    return shown, partial
+
+
+def _composite(entry: entries.Entry) -> str:
+    return f"{entry.path}#{entry.entry_id}"
+
+
+@dataclass(slots=True)
+class Consolidator:
+    settings: CurateSettings
+
+    # --- prepare ------------------------------------------------------------------------------------------
+
+    def select(self, wr: WorkspaceRules, taken: set[str], since: datetime | None) -> list[list[str]]:
+        root = wr.root
+        start = since.date() if since is not None else entries.window_start(date.today(), self.settings.recent_days)
+        done = {f"{p}#{i}" for p, ids_ in state.load_consolidated(root).items() for i in ids_}
+        picked = [
+            e
+            for e in entries.scan(root, since=start)
+            if _composite(e) not in taken and (since is not None or _composite(e) not in done)
+        ]
+        chunks: list[list[str]] = []
+        size = 0
+        for e in picked:
+            weight = len(entries.for_request(e))
+            if (
+                not chunks
+                or len(chunks[-1]) >= self.settings.entries_per_chunk
+                or (chunks[-1] and size + weight > self.settings.request_daily_chars)
+            ):
+                chunks.append([])
+                size = 0
+            chunks[-1].append(_composite(e))
+            size += weight
+        return chunks
+
+    def material(self, wr: WorkspaceRules, record: dict[str, Any]) -> ConsolidationMaterial | None:
+        root = wr.root
+        wanted = defaultdict(set)
+        for composite in record.get("entries", []):
+            path, _, entry = composite.partition("#")
+            wanted[path].add(entry)
+        notes = []
+        by_key = entries.item_ids(root)
+        for path in sorted(wanted):
+            text = entries.read(root, path) if path.startswith("memory/") else None
+            for e in entries.parse(path, text or ""):
+                if e.entry_id in wanted[path]:
+                    e = entries.with_item(e, by_key)
+                    notes.append(
+                        DailyNote(
+                            entry_id=e.entry_id,
+                            item_id=e.item_id,
+                            path=e.path,
+                            heading=e.heading,
+                            text=entries.for_request(e),
+                        )
+                    )
+        budget = self.settings.request_memory_chars
+        memory, memory_partial = bounded_sections(text_of(root, MEMORY_FILE), budget)
+        insights, insights_partial = bounded_sections(text_of(root, INSIGHTS_FILE), budget)
+        chunk = state.chunk_of(state.load_progress(root), record)
+        return ConsolidationMaterial(
+            routing_mode=self.settings.routing_mode,
+            today=date.today().isoformat(),
+            memory=memory,
+            memory_truncated=bool(memory_partial),
+            insights=insights,
+            insights_truncated=bool(insights_partial),
+            daily_notes=notes,
+            open_questions=self._open_questions(wr),
+            retry=chunk.get("retry") if chunk.get("status") == "retry" else None,
+        )
+
+    def _open_questions(self, wr: WorkspaceRules) -> list[str]:
+        found = list(policy.open_questions(wr.root))
+        start = entries.window_start(date.today(), self.settings.recent_days)
+        prefix = "- Open Questions: "
+        for rel in entries.daily_files(wr.root, since=start):
+            for line in (entries.read(wr.root, rel) or "").splitlines():
+                if line.startswith(prefix) and line[len(prefix) :].strip() not in found:
+                    found.append(line[len(prefix) :].strip())
+        return found[-OPEN_QUESTIONS_MAX:]
+
+    def started(self, wr: WorkspaceRules, request_id: str, record: dict[str, Any]) -> None:
+        progress = state.load_progress(wr.root)
+        chunk = progress["chunks"].get(request_id, {})
+        if chunk.get("status") in ("retry", "applied") and progress.get("batch_id") == record["batch_id"]:
+            return  # the retry reason stays until an answer is applied
+        state.chunk_record(progress, request_id, record, "handed_out", ids.iso(datetime.now()))
+        state.write_progress(wr.root, progress)
+
+    # --- apply --------------------------------------------------------------------------------------------
+
+    def plan(
+        self,
+        wr: WorkspaceRules,
+        raw: dict[str, Any],
+        request_id: str,
+        record: dict[str, Any],
+        now: str,
+        dry_run: bool,
+    ) -> CuratorPlan | None:
+        if not record.get("entries") and all(raw.get(f) is None for f in FIELDS):
+            return None
+        root = wr.root
+        progress = state.load_progress(root)
+        chunk = progress["chunks"].get(request_id, {})
+        used = (raw.get("provenance_summary") or {}).get("observation_ids_used") or []
+        run = steps.Run(
+            raw=raw,
+            now=datetime.now(),
+            mode=self.settings.routing_mode,
+            retried=chunk.get("status") == "retry",
+            cited=[i for i in used if isinstance(i, str)],
+            unseen={},
+        )
+        budget = self.settings.request_memory_chars
+        steps.normalize(run)
+        for target, update in run.updates.items():
+            update.current = text_of(root, TARGET_FILES[target])
+            run.unseen[target] = bounded_sections(update.current, budget)[1]
+        steps.route(run)
+        if run.refused is not None:
+            self._refuse_routing(wr, run, request_id, record, dry_run)
+        steps.sanitize(run)
+        steps.guard(run)
+        held = [{"target": u.target, "outcome": u.outcome, "reason": u.held} for u in run.updates.values() if u.held]
+        if held:
+            if not dry_run:
+                run.daily_entries, run.history = [], None  # held: nothing of it is written
+                observe.rows(root, None, run, dict(run.updates), [])
+            raise AppError(
+                "MEMORY_GUARD_HELD",
+                f"{held[0]['target']}: {held[0]['reason']}; nothing was written",
+                held=held,
+            )
+        texts = steps.merge(run)
+        return self._writes(wr, run, texts, request_id, record, progress, now)
+
+    def _refuse_routing(
+        self, wr: WorkspaceRules, run: steps.Run, request_id: str, record: dict[str, Any], dry_run: bool
+    ) -> None:
+        if not dry_run:
+            progress = state.load_progress(wr.root)
+            state.chunk_record(progress, request_id, record, "retry", ids.iso(datetime.now()))
+            progress["chunks"][request_id]["retry"] = run.refused
+            state.write_progress(wr.root, progress)
+            observe.routing_row(wr.root, None, run, 0)
+        again = " (preferred: the next answer to this request falls back if it lacks them too)"
+        raise AppError(
+            "MEMORY_DAILY_SECTIONS_REQUIRED",
+            f"{run.refused}; routing mode {run.mode}" + (again if run.mode == "preferred" else ""),
+            mode=run.mode,
+            reason=run.refused,
+        )
+
+    def _writes(
+        self,
+        wr: WorkspaceRules,
+        run: steps.Run,
+        texts: dict[steps.Target, str],
+        request_id: str,
+        record: dict[str, Any],
+        progress: dict[str, Any],
+        now: str,
+    ) -> CuratorPlan:
+        """The write step: every file of the consolidation as FileWrites of one change."""
+        root = wr.root
+        plan = CuratorPlan()
+        for target, text in texts.items():
+            plan.writes.append(journal.FileWrite(TARGET_FILES[target], text.encode("utf-8"), {"target": target}))
+        marked: dict[str, list[str]] = defaultdict(list)
+        for composite in record.get("entries", []):
+            path, _, entry = composite.partition("#")
+            marked[path].append(entry)
+        daily_rel = f"memory/{run.today}.md"
+        if run.daily_text:
+            current = entries.read(root, daily_rel) if journal.read_bytes(root, daily_rel, FILE_MAX_BYTES) else None
+            content = entries.appended(current, run.today, run.daily_text)
+            plan.writes.append(journal.FileWrite(daily_rel, content.encode("utf-8"), {"target": "daily"}))
+            marked[daily_rel] += [entries.entry_id(daily_rel, h, t) for h, t in run.daily_entries]
+        if run.history is not None:
+            history = text_of(root, HISTORY_FILE)
+            if history and not history.endswith("\n"):
+                history += "\n"
+            line = f"- [{run.now.strftime('%Y-%m-%d %H:%M')}] {run.history}\n"
+            plan.writes.append(journal.FileWrite(HISTORY_FILE, (history + line).encode("utf-8"), {"target": "history"}))
+        curated = self._curated(root, run, request_id, now)
+        if curated is not None:
+            plan.writes.append(curated)
+        existing = {rel for rel in entries.daily_files(root, since=None)} | {daily_rel}
+        consolidated = state.consolidated_write(state.load_consolidated(root), marked, existing)
+        if consolidated != journal.read_bytes(root, state.CONSOLIDATED_FILE, state.MAX_BYTES):
+            plan.writes.append(journal.FileWrite(state.CONSOLIDATED_FILE, consolidated, {"target": "bookkeeping"}))
+        state.chunk_record(progress, request_id, record, "applied", now)
+        progress["chunks"][request_id].pop("retry", None)
+        plan.bookkeeping.append(journal.FileWrite(state.PROGRESS_FILE, state.dumps(progress), record=False))
+        outcomes = observe.outcomes(run)
+        entry_count = sum(len(v) for v in marked.values()) - len(run.daily_entries)
+        plan.entry = {
+            "kind": "consolidate",
+            "entries": entry_count,
+            "routing": run.routing,
+            "outcomes": {t: o["outcome"] for t, o in outcomes.items()},
+        }
+        plan.answer = {
+            "targets": outcomes,
+            "routing": {"mode": run.mode, "result": run.routing, "sections": len(run.daily_entries)},
+            "entries_consolidated": entry_count,
+            "counters": {step: dict(c) for step, c in sorted(run.counters.items())},
+        }
+        plan.after = lambda run_id: observe.rows(root, run_id, run, dict(run.updates), run.daily_entries)
+        return plan
+
+    def _curated(self, root: Path, run: steps.Run, request_id: str, now: str) -> journal.FileWrite | None:
+        """curated.jsonl with a line per bullet this consolidation added, confirmed with new evidence or another
+        confidence, or removed by [replace] (revision + 1 over the item's last line)."""
+        data, known = items.load_curated(root)
+        lines: list[bytes] = []
+        for target, update in run.updates.items():
+            merged = update.merged
+            if update.held is not None or merged is None:
+                continue
+            path = TARGET_FILES[target]
+            added = set()
+            for title, bullet in merged.added:
+                bullet_key = steps.key(steps.SEEN.sub("", bullet))
+                added.add((steps.key(title), bullet_key))
+                meta = update.meta.get((steps.key(title), bullet_key))
+                lines.append(
+                    _item_line(known, path, title, bullet_key, steps.SEEN.sub("", bullet), meta, run, request_id, now)
+                )
+            for (section, bullet_key), meta in update.meta.items():
+                item_id = items.curated_id(path, section, bullet_key)
+                old = known.get(item_id)
+                if (section, bullet_key) in added or old is None or old.get("deleted_at"):
+                    continue
+                evidence = sorted(set(old.get("evidence") or []) | set(meta.evidence))
+                if evidence != sorted(old.get("evidence") or []) or (
+                    meta.stated and meta.confidence != old.get("confidence")
+                ):
+                    lines.append(
+                        _revised(
+                            old,
+                            evidence=evidence,
+                            confidence=meta.confidence if meta.stated else old.get("confidence"),
+                            updated_at=now,
+                        )
+                    )
+            for title, bullet in merged.removed:
+                old = known.get(items.curated_id(path, steps.key(title), steps.key(steps.SEEN.sub("", bullet))))
+                if old is not None and not old.get("deleted_at"):
+                    lines.append(_revised(old, deleted_at=now, updated_at=now))
+        if not lines:
+            return None
+        if data and not data.endswith(b"\n"):
+            data += b"\n"  # a torn last line stays torn and skipped; ours start on a line of their own
+        return journal.FileWrite(items.CURATED_FILE, data + b"".join(lines), {"target": "items"})
+
+
+def _item_line(
+    known: dict[str, dict[str, Any]],
+    path: str,
+    title: str,
+    bullet_key: str,
+    bullet: str,
+    meta: steps.Meta | None,
+    run: steps.Run,
+    request_id: str,
+    now: str,
+) -> bytes:
+    item_id = items.curated_id(path, steps.key(title), bullet_key)
+    old = known.get(item_id)
+    meta = meta or steps.Meta(sorted(set(run.cited)), steps.DEFAULT_CONFIDENCE, False)
+    record = {
+        "id": item_id,
+        "path": path,
+        "heading": title,
+        "first_line": bullet.strip(),
+        "created_at": old.get("created_at", now) if old else now,
+        "updated_at": now,
+        "confidence": meta.confidence,
+        "evidence": meta.evidence,
+        "metadata": {"request_id": request_id, "stated": meta.stated},
+        "revision": int(old.get("revision", 1)) + 1 if old else 1,
+    }
+    return orjson.dumps(record) + b"\n"
+
+
+def _revised(old: dict[str, Any], **changes: Any) -> bytes:
+    record = {k: v for k, v in old.items() if k not in ("deleted_at", "deleted_run") or v is not None}
+    record.update(changes)
+    record["revision"] = int(old.get("revision", 1)) + 1
+    return orjson.dumps(record) + b"\n"

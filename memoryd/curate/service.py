@@ -1,0 +1,51 @@
+"""The curate domain's face for the methods layer: compile.prepare / compile.apply with consolidation.
+
+The rules service owns the compile exchange and its lock; this service hands it the curator
+(:class:`memoryd.curate.consolidate.Consolidator`) and, around an apply, also holds the workspace's notes write lock:
+a consolidation rewrites today's daily file (atomically, through the change journal), and a ``remember`` appending
+to that file meanwhile would be lost. Lock order: notes write lock, then the rules lock (nothing takes them the other
+way round).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memoryd.curate.consolidate import Consolidator
+from memoryd.notes.service import NotesService
+from memoryd.rules import api as m
+from memoryd.rules.service import RulesService
+from memoryd.settings import CurateSettings
+from memoryd.workspaces import Workspace
+
+
+class CurateService:
+    def __init__(self, settings: CurateSettings, notes: NotesService, rules: RulesService) -> None:
+        self.settings = settings
+        self.notes = notes
+        self.rules = rules
+        self.curator = Consolidator(settings)
+
+    async def prepare(
+        self,
+        ws: Workspace,
+        *,
+        run_id: str | None = None,
+        model_id: str | None = None,
+        since: str | None = None,
+        restart: bool = False,
+    ) -> m.PrepareResult:
+        return await self.rules.prepare(
+            ws, run_id=run_id, model_id=model_id, since=since, restart=restart, curator=self.curator
+        )
+
+    async def apply(
+        self,
+        ws: Workspace,
+        *,
+        response: dict[str, Any] | None = None,
+        path: str | None = None,
+        dry_run: bool = False,
+    ) -> m.ApplyResult:
+        async with self.notes.get_notes(ws).write_lock:
+            return await self.rules.apply(ws, response=response, path=path, dry_run=dry_run, curator=self.curator)
