@@ -8,7 +8,10 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import Daemon
+import pytest
+from memoryctl.rpc import RemoteError
+
+from tests.conftest import Daemon, daemon_env, short_tmp
 
 TODAY = date.today().isoformat()
 
@@ -115,3 +118,124 @@ def test_a_consolidation_writes_every_target_in_one_change(daemon: Daemon, works
     again = apply(daemon, ws, resp)
     assert again["already_applied"] and (root / "memory/MEMORY.md").read_text() == text
     assert len(rows(root, "outcomes.jsonl")) == 4
+
+
+def _daemon(started: list[Daemon], **settings: str) -> tuple[Daemon, Path, str]:
+    home = short_tmp()
+    env = daemon_env(home)
+    env.update({f"MEMORYD_{k.upper()}": v for k, v in settings.items()})
+    d = Daemon(home, env)
+    started.append(d)
+    d.start()
+    root = short_tmp("ws")
+    return d, root, d.call("workspace.add", {"path": str(root)})["workspace_id"]
+
+
+def _refused(d: Daemon, ws: str, resp: dict[str, Any]) -> RemoteError:
+    with pytest.raises(RemoteError) as caught:
+        apply(d, ws, resp)
+    return caught.value
+
+
+@pytest.mark.parametrize("mode", ["compatible", "preferred", "required"])
+def test_routing_modes_on_missing_and_broken_daily_sections(started: list[Daemon], mode: str) -> None:
+    d, root, ws = _daemon(started, curate_routing_mode=mode)
+    remember(d, ws, "串口超时 on bench-2")
+    request = prepare(d, ws)
+    assert request["request"]["consolidation"]["routing_mode"] == mode
+    missing = answer(request["request_id"], history_entry="bench-2 timeouts")
+    if mode == "compatible":
+        assert apply(d, ws, missing)["consolidation"]["routing"]["result"] == "fallback"
+        assert "- bench-2 timeouts" in (root / f"memory/{TODAY}.md").read_text()
+        return
+    error = _refused(d, ws, missing)
+    assert error.name == "MEMORY_DAILY_SECTIONS_REQUIRED" and error.data["mode"] == mode
+    assert not (root / "memory/HISTORY.md").exists()  # nothing written
+    assert rows(root, "routing.jsonl")[-1]["result"] == "rejected"
+    # handed out again, the request says why its last answer was refused
+    again = prepare(d, ws)
+    assert again["request_id"] == request["request_id"] and again["resumed"]
+    assert again["request"]["consolidation"]["retry"] == "daily_sections is missing"
+    broken = answer(request["request_id"], history_entry="bench-2 timeouts", daily_sections={"Topics": "one string"})
+    if mode == "required":
+        assert _refused(d, ws, broken).data["reason"] == "daily_sections.Topics is not a list of strings"
+        valid = answer(request["request_id"], daily_sections={"Topics": ["bench-2"]})
+        assert apply(d, ws, valid)["consolidation"]["routing"]["result"] == "routed"
+    else:  # preferred: one retry, then the fallback
+        assert apply(d, ws, broken)["consolidation"]["routing"]["result"] == "fallback"
+    assert [r["result"] for r in rows(root, "routing.jsonl")] == [
+        "rejected",
+        "rejected" if mode == "required" else "fallback",
+    ] + (["routed"] if mode == "required" else [])
+
+
+def test_compatible_without_a_history_entry_writes_no_daily_entry(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    _root, ws = workspace
+    remember(daemon, ws, "note one")
+    done = apply(daemon, ws, answer(prepare(daemon, ws)["request_id"], daily_sections=["not", "an", "object"]))
+    assert done["consolidation"]["routing"]["result"] == "invalid"
+    assert done["consolidation"]["targets"]["daily"]["outcome"] == "no_change"
+
+
+def test_a_section_the_answer_leaves_out_is_never_lost_and_replace_is_explicit(
+    daemon: Daemon, workspace: tuple[Path, str]
+) -> None:
+    root, ws = workspace
+    (root / "memory").mkdir(exist_ok=True)
+    bullets = "".join(f"- fact {n}\n" for n in range(20))
+    (root / "memory/MEMORY.md").write_text(f"## A\n{bullets}\n## B\n- b1\n- b2\n")
+    remember(daemon, ws, "b2 is wrong")
+    request = prepare(daemon, ws)
+    # a [replace] that would empty most of the file is held: nothing written, the request stays outstanding
+    held = _refused(daemon, ws, answer(request["request_id"], memory_update="## A [replace]\n- fact 0\n"))
+    assert held.name == "MEMORY_GUARD_HELD" and held.data["held"][0]["outcome"] == "guard_rejected"
+    assert rows(root, "outcomes.jsonl")[0]["outcome"] == "guard_rejected"
+    assert (root / "memory/MEMORY.md").read_text() == f"## A\n{bullets}\n## B\n- b1\n- b2\n"
+    # an explicit [replace] of one section within the guard's bounds: only its bullets change
+    done = apply(daemon, ws, answer(request["request_id"], memory_update="## B [replace]\n- b1\n- b3 (was b2)\n"))
+    assert done["consolidation"]["targets"]["memory"]["counts"]["removed"] == 1
+    assert (root / "memory/MEMORY.md").read_text() == f"## A\n{bullets}\n## B\n- b1\n- b3 (was b2)\n"
+    items = [json.loads(line) for line in (root / "data/memory/curated.jsonl").read_text().splitlines()]
+    assert [i["first_line"] for i in items] == ["b3 (was b2)"]  # b2 was a person's, not an item of ours
+
+
+def test_restore_of_a_consolidation_is_byte_identical_and_reoffers_its_notes(
+    daemon: Daemon, workspace: tuple[Path, str]
+) -> None:
+    root, ws = workspace
+    (root / "memory").mkdir(exist_ok=True)
+    (root / "memory/MEMORY.md").write_bytes("## 设备\r\n- KX-200\r\n".encode())  # CRLF, Chinese: kept as bytes
+    remember(daemon, ws, "KX-200 needs RTS/CTS")
+    before = {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file()
+        and "memory/" in p.as_posix()
+        and "observability" not in p.as_posix()
+        and "compile" not in p.as_posix()
+        and "history.jsonl" not in p.as_posix()
+        and "curate/progress" not in p.as_posix()
+    }
+    request = prepare(daemon, ws)
+    done = apply(
+        daemon,
+        ws,
+        answer(
+            request["request_id"],
+            memory_update="## 设备\n- KX-200 需要 RTS/CTS\n",
+            daily_sections={"Decisions": ["RTS/CTS"]},
+            history_entry="flow control",
+            insights_update="## UART\n- check flow control first\n",
+        ),
+    )
+    assert prepare(daemon, ws).get("request_id") is None
+    restored = daemon.call("restore", {"workspace": ws, "run_id": done["run_id"]})
+    after = {k: (root / k).read_bytes() for k in before}
+    assert after == before
+    for rel in ("memory/INSIGHTS.md", "memory/HISTORY.md", "data/memory/curated.jsonl"):
+        assert not (root / rel).exists()
+    # the notes are unconsolidated again: offered by the next prepare
+    assert prepare(daemon, ws)["entry_count"] == 1
+    # and the restore is a change too: restoring it redoes the consolidation
+    daemon.call("restore", {"workspace": ws, "run_id": restored["run_id"]})
+    assert "- KX-200 需要 RTS/CTS" in (root / "memory/MEMORY.md").read_text()

@@ -76,7 +76,19 @@ def bullets(text: str) -> list[tuple[str, str]]:
 
 
 def _insert_at(body: list[str]) -> int:
-    """Where new bullets go: after the section's last non-blank line."""
+    """Where new bullets go: after the section's last bullet (and its continuation lines), else after its last
+    non-blank line."""
+    last = None
+    in_fence = False
+    for n, line in enumerate(body):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        elif not in_fence and (
+            line.startswith(("- ", "* ")) or (last == n - 1 and line.startswith(("  ", "\t")) and line.strip())
+        ):
+            last = n
+    if last is not None:
+        return last + 1
     at = len(body)
     while at > 0 and not body[at - 1].strip():
         at -= 1
@@ -104,13 +116,13 @@ def merge(current: str, update: str) -> Merge:
             by_title[_key(title)] = target
             result.new_sections.append(title)
         have = _bullets(target.body)
+        old = {_key(b) for b in have}
         if replace:
             keep = {_key(b) for b in new}
             result.removed += [(title, b) for b in have if _key(b) not in keep]
             result.replaced.append(title)
             target.body = [line for line in target.body if not line.startswith(("- ", "* ", "  ", "\t"))]
-            have = []
-        seen = {_key(b) for b in have}
+        seen = set() if replace else set(old)
         lines = []
         for bullet in new:
             if _key(bullet) in seen:
@@ -118,7 +130,8 @@ def merge(current: str, update: str) -> Merge:
                 continue
             seen.add(_key(bullet))
             lines.append(f"- {bullet}\n")
-            result.added.append((title, bullet))
+            if _key(bullet) not in old:
+                result.added.append((title, bullet))
         at = _insert_at(target.body)
         if at and not target.body[at - 1].endswith(("\n", "\r")):
             target.body[at - 1] += "\n"
@@ -127,7 +140,7 @@ def merge(current: str, update: str) -> Merge:
     pieces: list[str] = []
     for s in sections:
         chunk = "".join(s.head + s.body)
-        if pieces and chunk and not pieces[-1].endswith("\n"):
+        if pieces and pieces[-1] and chunk and not pieces[-1].endswith("\n"):
             pieces[-1] += "\n"
         fresh = s.title is not None and s.title in result.new_sections
         if fresh and pieces and pieces[-1].strip() and not pieces[-1].endswith("\n\n"):
