@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from memoryd import ids
-from memoryd.curate import entries, observe, policy, sectionmerge, state, steps
+from memoryd.curate import entries, policy, rows, sectionmerge, state, steps
 from memoryd.errors import AppError
 from memoryd.notes import items
 from memoryd.rules import journal
@@ -205,7 +205,7 @@ class Consolidator:
         if held:
             if not dry_run:
                 run.daily_entries, run.history = [], None  # held: nothing of it is written
-                observe.rows(root, None, run, dict(run.updates), [])
+                rows.write(root, None, run, dict(run.updates), [])
             raise AppError(
                 "MEMORY_GUARD_HELD",
                 f"{held[0]['target']}: {held[0]['reason']}; nothing was written",
@@ -222,7 +222,7 @@ class Consolidator:
             state.chunk_record(progress, request_id, record, "retry", ids.iso(datetime.now()))
             progress["chunks"][request_id]["retry"] = run.refused
             state.write_progress(wr.root, progress)
-            observe.routing_row(wr.root, None, run, 0)
+            rows.routing_row(wr.root, None, run, 0)
         again = " (preferred: the next answer to this request falls back if it lacks them too)"
         raise AppError(
             "MEMORY_DAILY_SECTIONS_REQUIRED",
@@ -272,7 +272,7 @@ class Consolidator:
         state.chunk_record(progress, request_id, record, "applied", now)
         progress["chunks"][request_id].pop("retry", None)
         plan.bookkeeping.append(journal.FileWrite(state.PROGRESS_FILE, state.dumps(progress), record=False))
-        outcomes = observe.outcomes(run)
+        outcomes = rows.outcomes(run)
         entry_count = sum(len(v) for v in marked.values()) - len(run.daily_entries)
         plan.entry = {
             "kind": "consolidate",
@@ -286,7 +286,7 @@ class Consolidator:
             "entries_consolidated": entry_count,
             "counters": {step: dict(c) for step, c in sorted(run.counters.items())},
         }
-        plan.after = lambda run_id: observe.rows(root, run_id, run, dict(run.updates), run.daily_entries)
+        plan.after = lambda run_id: rows.write(root, run_id, run, dict(run.updates), run.daily_entries)
         return plan
 
     def _curated(self, root: Path, run: steps.Run, request_id: str, now: str) -> journal.FileWrite | None:

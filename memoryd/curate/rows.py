@@ -69,7 +69,7 @@ def outcomes(run: steps.Run) -> dict[str, dict[str, Any]]:
     return out
 
 
-def rows(
+def write(
     root: Path,
     run_id: str | None,
     run: steps.Run,
