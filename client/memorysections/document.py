@@ -5,8 +5,8 @@ HTML comments, other heading levels, prose — all kept as they were).
 The model, line by line (lines split at ``\\n`` only; a line keeps its ending, ``\\r\\n`` included):
 
 * a **heading** is a line ``## Title`` (up to three spaces before it, then ``##`` and a space, a tab or the end
-  of the line; ``#`` and ``###`` are not section headings); the lines before the first heading are the
-  **preamble**, a section without a heading;
+  of the line; ``#`` and ``###`` are not section headings; a heading ends a bullet even when indented under it);
+  the lines before the first heading are the **preamble**, a section without a heading;
 * a **bullet** starts with ``- `` (also ``* `` or ``+ ``) at the start of a line and goes on over the lines
   indented under it; blank lines belong to it when an indented line follows them;
 * every other line is a **line** of its section, kept as it is;
@@ -38,6 +38,7 @@ _CLOSING = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
 _REPLACE = re.compile(r"[ \t]*[\[［][ \t]*replace[ \t]*[\]］][ \t]*$", re.IGNORECASE)
 _TRAILING_COMMENT = re.compile(r"[ \t]*<!--.*?-->[ \t]*$")
 SEEN = re.compile(r"<!--[ \t]*seen:[ \t]*(\d{4}-\d{2}-\d{2})[ \t]*-->")
+_FENCE_ONLY = re.compile(r"[ \t]*(?:`{3,}|~{3,})[ \t]*$")
 _MARKERS = frozenset({"- ", "-\t", "* ", "*\t", "+ ", "+\t"})
 # What ends a sentence (after NFKC: full-width ，；：！？ are their ASCII forms by then).
 _TERMINAL = ".,;:!?。、…｡"
@@ -185,10 +186,12 @@ def title_key(title: str) -> str:
 
 def bullet_key(text: str) -> str:
     """What makes two bullets the same: HTML comments at the end of a line (the ``<!-- seen: … -->`` marker
-    among them) are left out, full-width forms become half-width (NFKC), runs of white space one space, sentence
+    among them) and lines that are only a code fence's ```` ``` ```` are left out, full-width forms become half-width (NFKC), runs of white space one space, sentence
     punctuation at the end is dropped and ASCII letters lower-cased (other scripts' case is kept)."""
     lines = []
     for line in text.split("\n"):
+        if _FENCE_ONLY.match(line):
+            continue
         while "<!--" in line:
             stripped = _TRAILING_COMMENT.sub("", line)
             if stripped == line:
@@ -250,7 +253,7 @@ class _Parser:
     def feed(self, line: str, body: str) -> None:
         if self.fence is not None or self.comment:
             self._opaque(line, body)
-        elif body[:1] in ("#", " ") and _HEADING.match(body) and (body[0] == "#" or self.bullet is None):
+        elif body[:1] in ("#", " ") and _HEADING.match(body):
             self._release()
             self.bullet = None
             self.section = Section(line)

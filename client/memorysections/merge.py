@@ -50,13 +50,14 @@ class Merge:
 class _Group:
     """The update's sections of one title (a title may come twice), in the update's order."""
 
-    __slots__ = ("blocks", "heading", "replace", "title")
+    __slots__ = ("blocks", "heading", "ignored", "replace", "title")
 
     def __init__(self, section: Section) -> None:
         self.title = section.title
         self.heading = section.heading
         self.replace = False
         self.blocks: list[Block] = []
+        self.ignored = 0
 
 
 def _eol_of(lines: list[str], eol: str) -> list[str]:
@@ -98,7 +99,11 @@ def close_open(doc: Document, eol: str) -> None:
         return
     last = (doc.sections or [doc.preamble])[-1]
     _end_line(last, eol)
-    last.blocks.append(Block([doc.open_at_end + eol], False))
+    if last.blocks and last.blocks[-1].bullet:  # opened in the bullet: closed in it, and goes with it
+        last.blocks[-1].lines.append("  " + doc.open_at_end + eol)
+        last.blocks[-1]._key = None
+    else:
+        last.blocks.append(Block([doc.open_at_end + eol], False))
     doc.open_at_end = ""
 
 
@@ -132,6 +137,9 @@ def _insert(section: Section, at: int, blocks: list[Block], eol: str) -> None:
             before.lines[-1] += eol
     elif section.heading is not None and not section.heading.endswith("\n"):
         section.heading += eol
+    for block in blocks:  # a block moved from the end of the file now has something after it
+        if not block.lines[-1].endswith("\n"):
+            block.lines[-1] += eol
     section.blocks[at:at] = blocks
 
 
@@ -191,7 +199,13 @@ class _Merger:
             at = _insert_at(first) if at is None else min(at, len(first.blocks))
             _insert(first, at, new, self.eol)
         else:
-            _insert(first, _insert_at(first), new, self.eol)
+            at = _insert_at(first)
+            if first.heading is None and at == 0 and new and self.doc.sections:
+                heading = self.doc.sections[0].heading or ""
+                if heading.startswith(BOM):  # bullets before the file's first line: the BOM stays first
+                    self.doc.sections[0].heading = heading[1:]
+                    new[0].lines[0] = BOM + new[0].lines[0]
+            _insert(first, at, new, self.eol)
 
     def append(self, group: _Group) -> None:
         """A section the file does not have, at its end: its heading without the mark, then its lines."""
@@ -209,6 +223,10 @@ class _Merger:
                 taken.add(block.key)
                 self.added.append((group.title, block.text))
             blocks.append(self.copy(block))
+        if group.replace:  # as a [replace] of the section would leave it: its bullets together where the first was
+            first = next((i for i, b in enumerate(blocks) if b.bullet), len(blocks))
+            rest = [b for b in blocks[first:] if not b.bullet]
+            blocks = blocks[:first] + [b for b in blocks if b.bullet] + rest
         while blocks and not blocks[-1].bullet and not blocks[-1].lines[0].strip():
             blocks.pop()
         last = (self.doc.sections or [self.doc.preamble])[-1]
@@ -229,9 +247,12 @@ def _groups(update: Document) -> list[_Group]:
         group = groups.get(section.key)
         if group is None:
             group = groups[section.key] = _Group(section)
+            group.blocks.extend(section.blocks)
+        else:  # a title again: its bullets join the first one's (its other lines are not taken)
+            group.blocks.extend(b for b in section.blocks if b.bullet)
+            group.ignored += sum(1 for b in section.blocks if not b.bullet and b.lines[0].strip())
         group.replace = group.replace or section.replace
-        group.blocks.extend(section.blocks)
-    return [g for g in groups.values() if g.heading is not None or any(b.bullet for b in g.blocks)]
+    return list(groups.values())
 
 
 def merge(current: str, update: str) -> Merge:
@@ -247,9 +268,15 @@ def merge(current: str, update: str) -> Merge:
     kept = [s.title for s in doc.sections if s.key not in keys]
     merger = _Merger(doc, eol)
     for group in groups:
+        merger.ignored += group.ignored
         sections = merger.targets.get(None if group.heading is None else title_key(group.title))
         if sections:
-            if doc.open_at_end and sections[0] is (doc.sections or [doc.preamble])[-1]:
+            last = (doc.sections or [doc.preamble])[-1]
+            if (
+                doc.open_at_end
+                and any(s is last for s in sections)
+                and (group.replace or any(b.bullet for b in group.blocks))
+            ):
                 close_open(doc, eol)
             merger.into(group, sections)
         else:
