@@ -69,7 +69,7 @@ def bounded_sections(text: str, budget: int) -> tuple[list[MemorySection], set[s
             kept.append(bullet)
             used += len(bullet)
         if len(kept) < len(bullets):
-            partial.add(steps.key(title))
+            partial.add(steps.title(title))
         if kept:
             shown.append(MemorySection(title=title, bullets=kept))
             used += len(title)
@@ -301,9 +301,9 @@ class Consolidator:
             path = TARGET_FILES[target]
             added = set()
             for title, bullet in merged.added:
-                bullet_key = steps.key(steps.SEEN.sub("", bullet))
-                added.add((steps.key(title), bullet_key))
-                meta = update.meta.get((steps.key(title), bullet_key))
+                bullet_key = steps.key(bullet)
+                added.add((steps.title(title), bullet_key))
+                meta = update.meta.get((steps.title(title), bullet_key))
                 lines.append(
                     _item_line(known, path, title, bullet_key, steps.SEEN.sub("", bullet), meta, run, request_id, now)
                 )
@@ -325,7 +325,7 @@ class Consolidator:
                         )
                     )
             for title, bullet in merged.removed:
-                old = known.get(items.curated_id(path, steps.key(title), steps.key(steps.SEEN.sub("", bullet))))
+                old = known.get(items.curated_id(path, steps.title(title), steps.key(bullet)))
                 if old is not None and not old.get("deleted_at"):
                     lines.append(_revised(old, deleted_at=now, updated_at=now))
         if not lines:
@@ -346,7 +346,7 @@ def _item_line(
     request_id: str,
     now: str,
 ) -> bytes:
-    item_id = items.curated_id(path, steps.key(title), bullet_key)
+    item_id = items.curated_id(path, steps.title(title), bullet_key)
     old = known.get(item_id)
     meta = meta or steps.Meta(sorted(set(run.cited)), steps.DEFAULT_CONFIDENCE, False)
     record = {

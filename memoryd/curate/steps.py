@@ -34,8 +34,13 @@ DAILY_POLICY = policy.SanitizePolicy(drop_date_lines=False, drop_url_lines=False
 
 
 def key(text: str) -> str:
-    """A bullet's identity: its words, case folded (what de-duplication compares)."""
-    return " ".join(text.split()).casefold()
+    """A bullet's identity, as the section merge de-duplicates (its seen marker and other end comments aside)."""
+    return sectionmerge.bullet_key(text)
+
+
+def title(text: str) -> str:
+    """A section title's identity, as the section merge matches sections."""
+    return sectionmerge.title_key(text)
 
 
 @dataclass(slots=True)
@@ -119,7 +124,7 @@ def _normalize_update(run: Run, target: Target, text: str) -> Update:
         line = raw_line.rstrip()
         heading = _HEADING.match(line)
         if heading:
-            section = key(_REPLACE.sub("", heading.group(1)))
+            section = title(_REPLACE.sub("", heading.group(1)))
             lines.append(line)
             continue
         bare = line.lstrip()
@@ -244,7 +249,7 @@ def guard(run: Run) -> None:
         merged = sectionmerge.merge(update.current, update.text)
         update.merged = merged
         partial = run.unseen.get(update.target, set())
-        unseen = [t for t in merged.replaced if key(t) in partial]
+        unseen = [t for t in merged.replaced if title(t) in partial]
         if unseen:
             update.held = f"truncated_skip: [replace] of {unseen[0]!r}, which the request did not show whole"
             update.outcome = "truncated_skip"
@@ -265,49 +270,27 @@ def guard(run: Run) -> None:
 
 def merge(run: Run) -> dict[Target, str]:
     """The new text of each target that changes (held ones are not merged). INSIGHTS.md bullets the update adds
-    or confirms carry ``<!-- seen: today -->`` (what the TTL expires by)."""
+    or confirms carry ``<!-- seen: today -->`` (what the TTL expires by; the merge moves a confirmed bullet's
+    marker to the newer date)."""
     out: dict[Target, str] = {}
     for target, update in run.updates.items():
         if update.held is not None:
             continue
         if target == "insights":
-            update.merged = sectionmerge.merge(update.current, _with_seen(update, run.today))
-            text = _confirm_seen(update.merged.text, update, run.today)
-        else:
-            assert update.merged is not None
-            text = update.merged.text
+            update.merged = sectionmerge.merge(update.current, _with_seen(update.text, run.today))
         merged = update.merged
         assert merged is not None and update.sanitized is not None
-        changed = text != update.current
         run.count("merge", f"{target}_added", len(merged.added))
         run.count("merge", f"{target}_duplicates", merged.duplicates)
         run.count("merge", f"{target}_removed", len(merged.removed))
-        if changed:
-            out[target] = text
+        if merged.text != update.current:
+            out[target] = merged.text
             update.outcome = "sanitize_modified" if update.sanitized.modified else "written"
         else:
             update.outcome = "no_change"
     return out
 
 
-def _with_seen(update: Update, today: str) -> str:
-    """The insights update with every bullet that is new marked seen today, and every bullet already in the file
-    written as it is there (so the merge finds it a duplicate; :func:`_confirm_seen` then moves its date)."""
-    existing = {key(SEEN.sub("", b)): b for _s, b in sectionmerge.bullets(update.current)}
-    lines = []
-    for line in update.text.split("\n"):
-        if line.startswith("- "):
-            body = line[2:]
-            line = f"- {existing[key(body)]}" if key(body) in existing else f"- {body} <!-- seen: {today} -->"
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def _confirm_seen(text: str, update: Update, today: str) -> str:
-    confirmed = {k for _s, k in update.meta}
-    out = []
-    for line in text.split("\n"):
-        if line.startswith(("- ", "* ")) and key(SEEN.sub("", line[2:])) in confirmed:
-            line = f"{line[:2]}{SEEN.sub('', line[2:])} <!-- seen: {today} -->"
-        out.append(line)
-    return "\n".join(out)
+def _with_seen(text: str, today: str) -> str:
+    """Every bullet of an insights update marked seen today."""
+    return "\n".join(f"{line} <!-- seen: {today} -->" if line.startswith("- ") else line for line in text.split("\n"))
