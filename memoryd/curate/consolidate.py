@@ -190,6 +190,7 @@ class Consolidator:
             retried=chunk.get("status") == "retry",
             cited=[i for i in used if isinstance(i, str)],
             unseen={},
+            policy=self.settings,
         )
         budget = self.settings.request_memory_chars
         steps.normalize(run)

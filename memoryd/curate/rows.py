@@ -79,20 +79,26 @@ def write(
     """Every row of one apply (held or written)."""
     try:
         for target, row in outcomes(run).items():
-            policy.record_outcome(root, {"run_id": run_id, "target": target, **row})
+            policy.append_row(root, "outcomes.jsonl", {"ts": _ts(), "run_id": run_id, "target": target, **row})
         sanitize = run.counters.get("sanitize", Counter())
         for target in ("memory", "insights", "daily"):
             dropped = {reason: sanitize.get(f"{target}_{reason}", 0) for reason in REASONS}
             if any(dropped.values()):
-                policy.record_sanitize(root, {"run_id": run_id, "target": target, "dropped": dropped})
+                policy.append_row(
+                    root, "sanitize.jsonl", {"ts": _ts(), "run_id": run_id, "target": target, "dropped": dropped}
+                )
         routing_row(root, run_id, run, len(daily_entries))
     except OSError as exc:
         log.warning("curate_rows_failed", error=type(exc).__name__)
 
 
+def _ts() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def routing_row(root: Path, run_id: str | None, run: steps.Run, sections: int) -> None:
     row = {
-        "ts": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "ts": _ts(),
         "run_id": run_id,
         "mode": run.mode,
         "result": run.routing,

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from memoryd.curate import entries, policy, sectionmerge
 from memoryd.notes.daily import strip_private
 from memoryd.rules.models import DAILY_SECTIONS
+from memoryd.settings import CurateSettings
 
 RoutingMode = Literal["compatible", "preferred", "required"]
 RoutingResult = Literal["routed", "fallback", "missing", "invalid", "rejected"]
@@ -30,7 +31,6 @@ _CONFIDENCE = re.compile(r"confidence\s*:\s*([01](?:\.\d+)?)", re.IGNORECASE)
 SEEN = re.compile(r"\s*<!-- seen: (\d{4}-\d{2}-\d{2}) -->\s*$")
 _REPLACE = re.compile(r"\s*\[replace\]\s*$", re.IGNORECASE)
 _HEADING = re.compile(r"^##[ \t]+(.*?)[ \t]*$")
-DAILY_POLICY = policy.SanitizePolicy(drop_date_lines=False, drop_url_lines=False, max_bullet_chars=10_000)
 
 
 def key(text: str) -> str:
@@ -74,8 +74,7 @@ class Run:
     retried: bool  # preferred: this request's answer was refused once already
     cited: list[str]  # observation ids the response lists
     unseen: dict[Target, set[str]]  # keys of sections with bullets the request left out (bounded)
-    sanitize_policy: policy.SanitizePolicy = field(default_factory=policy.SanitizePolicy)
-    guard_policy: policy.GuardPolicy = field(default_factory=policy.GuardPolicy)
+    policy: CurateSettings = field(default_factory=CurateSettings)
     updates: dict[Target, Update] = field(default_factory=dict)
     history: str | None = None
     daily: dict[str, list[str]] | None = None
@@ -207,18 +206,19 @@ def sanitize(run: Run) -> None:
     """Each update through the sanitize policy (secrets, private, dates, URLs, length, duplicates); daily lines
     and the history line through the same policy without the date and URL rules (a day's notes name both)."""
     for update in run.updates.values():
-        update.sanitized = policy.sanitize(update.text, run.sanitize_policy)
+        update.sanitized = policy.sanitize(update.text, run.policy)
         for dropped in update.sanitized.dropped:
             run.count("sanitize", f"{update.target}_{dropped.reason}")
         update.text = update.sanitized.text
+    daily = policy.daily_policy(run.policy)
     if run.daily_text:
-        cleaned = policy.sanitize(run.daily_text, DAILY_POLICY)
+        cleaned = policy.sanitize(run.daily_text, daily)
         for dropped in cleaned.dropped:
             run.count("sanitize", f"daily_{dropped.reason}")
         if cleaned.modified:
             run.daily_text, run.daily_entries = _rebuilt_daily(run, cleaned.text)
     if run.history is not None:
-        cleaned = policy.sanitize(f"- {run.history}", DAILY_POLICY)
+        cleaned = policy.sanitize(f"- {run.history}", daily)
         if cleaned.modified:
             run.count("sanitize", "history_dropped")
             run.history = None
@@ -256,7 +256,7 @@ def guard(run: Run) -> None:
             run.count("guard", f"{update.target}_truncated_skip")
             continue
         before = len(sectionmerge.bullets(update.current))
-        verdict = policy.loss_guard(before, len(merged.removed), bool(merged.replaced), run.guard_policy)
+        verdict = policy.loss_guard(before, len(merged.removed), bool(merged.replaced), run.policy)
         if not verdict.ok:
             update.held = f"{verdict.reason} ({len(merged.removed)} of {before} bullets, {verdict.share:.0%})"
             update.outcome = "guard_rejected"
