@@ -177,26 +177,46 @@ def test_compatible_without_a_history_entry_writes_no_daily_entry(daemon: Daemon
     assert done["consolidation"]["targets"]["daily"]["outcome"] == "no_change"
 
 
-def test_a_section_the_answer_leaves_out_is_never_lost_and_replace_is_explicit(
-    daemon: Daemon, workspace: tuple[Path, str]
-) -> None:
-    root, ws = workspace
+def test_replace_is_explicit_and_held_where_the_model_did_not_see_the_section(started: list[Daemon]) -> None:
+    # a request shows at most 60 characters of MEMORY.md: section A (20 bullets) is not shown whole
+    d, root, ws = _daemon(started, consolidate_memory_chars="60", curate_max_update_bytes="400")
     (root / "memory").mkdir(exist_ok=True)
     bullets = "".join(f"- fact {n}\n" for n in range(20))
-    (root / "memory/MEMORY.md").write_text(f"## A\n{bullets}\n## B\n- b1\n- b2\n")
-    remember(daemon, ws, "b2 is wrong")
-    request = prepare(daemon, ws)
-    # a [replace] that would empty most of the file is held: nothing written, the request stays outstanding
-    held = _refused(daemon, ws, answer(request["request_id"], memory_update="## A [replace]\n- fact 0\n"))
-    assert held.name == "MEMORY_GUARD_HELD" and held.data["held"][0]["outcome"] == "guard_rejected"
-    assert rows(root, "outcomes.jsonl")[0]["outcome"] == "guard_rejected"
-    assert (root / "memory/MEMORY.md").read_text() == f"## A\n{bullets}\n## B\n- b1\n- b2\n"
-    # an explicit [replace] of one section within the guard's bounds: only its bullets change
-    done = apply(daemon, ws, answer(request["request_id"], memory_update="## B [replace]\n- b1\n- b3 (was b2)\n"))
+    original = f"## B\n- b1\n- b2\n\n## A\n{bullets}"
+    (root / "memory/MEMORY.md").write_text(original)
+    remember(d, ws, "b2 is wrong")
+    request = prepare(d, ws)
+    assert request["request"]["consolidation"]["memory_truncated"]
+    # a [replace] of a section the model saw only part of would drop bullets it never saw: held, nothing written
+    held = _refused(d, ws, answer(request["request_id"], memory_update="## A [replace]\n- fact 0\n"))
+    assert held.name == "MEMORY_GUARD_HELD" and held.data["held"][0]["outcome"] == "truncated_skip"
+    # an update too large to look at is skipped whole (curate_max_update_bytes), held too
+    huge = "## B\n" + "".join(f"- bullet {n}\n" for n in range(100))
+    assert _refused(d, ws, answer(request["request_id"], memory_update=huge)).data["held"][0]["outcome"] == (
+        "truncated_skip"
+    )
+    assert [r["outcome"] for r in rows(root, "outcomes.jsonl") if r["target"] == "memory"] == ["truncated_skip"] * 2
+    assert (root / "memory/MEMORY.md").read_text() == original
+    # an explicit [replace] of a section shown whole: only its bullets change, the rest byte for byte
+    done = apply(d, ws, answer(request["request_id"], memory_update="## B [replace]\n- b1\n- b3 (was b2)\n"))
     assert done["consolidation"]["targets"]["memory"]["counts"]["removed"] == 1
-    assert (root / "memory/MEMORY.md").read_text() == f"## A\n{bullets}\n## B\n- b1\n- b3 (was b2)\n"
+    assert (root / "memory/MEMORY.md").read_text() == f"## B\n- b1\n- b3 (was b2)\n\n## A\n{bullets}"
     items = [json.loads(line) for line in (root / "data/memory/curated.jsonl").read_text().splitlines()]
     assert [i["first_line"] for i in items] == ["b3 (was b2)"]  # b2 was a person's, not an item of ours
+
+
+def test_a_preference_conflict_is_asked_and_shown_next_time(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    root, ws = workspace
+    (root / "memory").mkdir(exist_ok=True)
+    (root / "memory/MEMORY.md").write_text("## Preferences\n- language: 中文\n")
+    remember(daemon, ws, "user wrote in English today")
+    request = prepare(daemon, ws)
+    done = apply(daemon, ws, answer(request["request_id"], memory_update="## Preferences\n- language: English\n"))
+    assert done["consolidation"]["targets"]["memory"]["outcome"] == "no_change"  # ask_user: the old one stays
+    assert (root / "memory/MEMORY.md").read_text() == "## Preferences\n- language: 中文\n"
+    remember(daemon, ws, "another note")
+    questions = prepare(daemon, ws)["request"]["consolidation"]["open_questions"]
+    assert any("language" in q and "English" in q for q in questions)
 
 
 def test_restore_of_a_consolidation_is_byte_identical_and_reoffers_its_notes(

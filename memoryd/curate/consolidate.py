@@ -149,7 +149,7 @@ class Consolidator:
         )
 
     def _open_questions(self, wr: WorkspaceRules) -> list[str]:
-        found = list(policy.open_questions(wr.root))
+        found = [f"{q.key}: keep {q.old!r} or change to {q.new!r}?" for q in policy.questions.open_questions(wr.root)]
         start = entries.window_start(date.today(), self.settings.recent_days)
         prefix = "- Open Questions: "
         for rel in entries.daily_files(wr.root, since=start):
@@ -206,7 +206,7 @@ class Consolidator:
         if held:
             if not dry_run:
                 run.daily_entries, run.history = [], None  # held: nothing of it is written
-                rows.write(root, None, run, dict(run.updates), [])
+                rows.write(root, ids.new_id("held"), run, [])
             raise AppError(
                 "MEMORY_GUARD_HELD",
                 f"{held[0]['target']}: {held[0]['reason']}; nothing was written",
@@ -223,7 +223,7 @@ class Consolidator:
             state.chunk_record(progress, request_id, record, "retry", ids.iso(datetime.now()))
             progress["chunks"][request_id]["retry"] = run.refused
             state.write_progress(wr.root, progress)
-            rows.routing_row(wr.root, None, run, 0)
+            rows.routing_row(wr.root, ids.new_id("refused"), run, 0)
         again = " (preferred: the next answer to this request falls back if it lacks them too)"
         raise AppError(
             "MEMORY_DAILY_SECTIONS_REQUIRED",
@@ -287,7 +287,7 @@ class Consolidator:
             "entries_consolidated": entry_count,
             "counters": {step: dict(c) for step, c in sorted(run.counters.items())},
         }
-        plan.after = lambda run_id: rows.write(root, run_id, run, dict(run.updates), run.daily_entries)
+        plan.after = lambda run_id: rows.write(root, run_id, run, run.daily_entries)
         return plan
 
     def _curated(self, root: Path, run: steps.Run, request_id: str, now: str) -> journal.FileWrite | None:

@@ -69,26 +69,38 @@ def outcomes(run: steps.Run) -> dict[str, dict[str, Any]]:
     return out
 
 
-def write(
-    root: Path,
-    run_id: str | None,
-    run: steps.Run,
-    updates: dict[steps.Target, steps.Update],
-    daily_entries: list[tuple[str, str]],
-) -> None:
-    """Every row of one apply (held or written)."""
+def write(root: Path, run_id: str, run: steps.Run, daily_entries: list[tuple[str, str]]) -> None:
+    """Every row of one apply (held or written): outcomes, sanitize counts, the routing row, and the questions
+    its ask_user conflicts leave open."""
     try:
         for target, row in outcomes(run).items():
-            policy.append_row(root, "outcomes.jsonl", {"ts": _ts(), "run_id": run_id, "target": target, **row})
+            policy.outcomes.record(
+                root,
+                policy.outcomes.OutcomeRow(
+                    run_id=run_id,
+                    target=target,  # type: ignore[arg-type]
+                    outcome=row["outcome"],
+                    reason=row["reason"],
+                    counts=policy.outcomes.OutcomeCounts(**row["counts"]),
+                ),
+            )
         sanitize = run.counters.get("sanitize", Counter())
-        for target in ("memory", "insights", "daily"):
-            dropped = {reason: sanitize.get(f"{target}_{reason}", 0) for reason in REASONS}
-            if any(dropped.values()):
-                policy.append_row(
-                    root, "sanitize.jsonl", {"ts": _ts(), "run_id": run_id, "target": target, "dropped": dropped}
+        for update in run.updates.values():
+            if update.sanitized is not None and update.sanitized.modified:
+                counts = update.sanitized.counts()
+                policy.outcomes.record_sanitize(
+                    root, policy.outcomes.SanitizeRow(run_id=run_id, target=update.target, dropped=counts)
                 )
+        daily = {reason: sanitize.get(f"daily_{reason}", 0) for reason in REASONS}
+        if any(daily.values()):
+            policy.outcomes.record_sanitize(
+                root, policy.outcomes.SanitizeRow(run_id=run_id, target="daily", dropped=daily)
+            )
+        for update in run.updates.values():
+            if update.asked and update.held is None:
+                policy.questions.ask(root, run_id, update.target, update.asked)
         routing_row(root, run_id, run, len(daily_entries))
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # the change is written; its rows are metrics
         log.warning("curate_rows_failed", error=type(exc).__name__)
 
 
@@ -96,7 +108,7 @@ def _ts() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def routing_row(root: Path, run_id: str | None, run: steps.Run, sections: int) -> None:
+def routing_row(root: Path, run_id: str, run: steps.Run, sections: int) -> None:
     row = {
         "ts": _ts(),
         "run_id": run_id,

@@ -1,5 +1,5 @@
-"""The consolidation pipeline's steps (seed 002 §5.3): normalize → route daily sections → sanitize → guard →
-section merge; the write step is ``consolidate.plan_writes``. Each step is a plain function over one ``Run`` (the
+"""The consolidation pipeline's steps (seed 002 §5.3): normalize → route daily sections → sanitize → guard
+(size, preference conflicts, loss) → section merge; the write step is ``Consolidator._writes``. Each step is a plain function over one ``Run`` (the
 pipeline's context): it reads what the steps before it left, sets its own outputs and counts what it did in
 ``run.counters[<step>]``. No I/O here: the files are read before and written after, by the caller.
 """
@@ -58,6 +58,8 @@ class Update:
     text: str  # after normalize, then after sanitize
     meta: dict[tuple[str, str], Meta] = field(default_factory=dict)  # (section key, bullet key) → its metadata
     current: str = ""  # the file now
+    base: str = ""  # what the update is merged into: the file after its preference conflicts were settled
+    asked: list[policy.Conflict] = field(default_factory=list)  # ask_user conflicts, recorded after the commit
     sanitized: policy.Sanitized | None = None
     merged: sectionmerge.Merge | None = None
     held: str | None = None  # guard_rejected / truncated_skip reason
@@ -110,8 +112,14 @@ def normalize(run: Run) -> None:
     targets: tuple[tuple[Target, str], ...] = (("memory", "memory_update"), ("insights", "insights_update"))
     for target, name in targets:
         text = run.raw.get(name)
-        if isinstance(text, str) and text.strip():
-            run.updates[target] = _normalize_update(run, target, text)
+        if not isinstance(text, str) or not text.strip():
+            continue
+        size = policy.size_guard(text, run.policy)
+        if not size.ok:  # too large to look at: skipped whole, before anything reads it
+            run.updates[target] = Update(target, "", held=size.reason, outcome="truncated_skip")
+            run.count("normalize", f"{target}_truncated_skip")
+            continue
+        run.updates[target] = _normalize_update(run, target, text)
 
 
 def _normalize_update(run: Run, target: Target, text: str) -> Update:
@@ -206,6 +214,8 @@ def sanitize(run: Run) -> None:
     """Each update through the sanitize policy (secrets, private, dates, URLs, length, duplicates); daily lines
     and the history line through the same policy without the date and URL rules (a day's notes name both)."""
     for update in run.updates.values():
+        if update.held is not None:
+            continue
         update.sanitized = policy.sanitize(update.text, run.policy)
         for dropped in update.sanitized.dropped:
             run.count("sanitize", f"{update.target}_{dropped.reason}")
@@ -242,24 +252,33 @@ def _rebuilt_daily(run: Run, text: str) -> tuple[str, list[tuple[str, str]]]:
 
 
 def guard(run: Run) -> None:
-    """Each update merged in memory and checked before anything is written: the loss guard (bullets removed,
-    by [replace] only, against the policy's share), and truncation (a [replace] of a section the request did not
-    show whole would drop bullets the model never saw: truncated_skip)."""
+    """Each update checked before anything is written: preference conflicts settled by the policy (keep_old,
+    keep_new, merge, ask_user), then merged in memory and checked by the loss guard (bullets removed without
+    [replace]), and for truncation (a [replace] of a section the request did not show whole would drop bullets the
+    model never saw: truncated_skip)."""
     for update in run.updates.values():
-        merged = sectionmerge.merge(update.current, update.text)
+        if update.held is not None:
+            continue
+        update.base = update.current
+        found = policy.find_conflicts(update.current, update.text, run.policy)
+        if found:
+            settled = policy.resolve(update.current, update.text, found)
+            update.base, update.text, update.asked = settled.current, settled.update, settled.asked
+            run.count("guard", f"{update.target}_conflicts", len(found))
+        merged = sectionmerge.merge(update.base, update.text)
         update.merged = merged
         partial = run.unseen.get(update.target, set())
         unseen = [t for t in merged.replaced if title(t) in partial]
         if unseen:
-            update.held = f"truncated_skip: [replace] of {unseen[0]!r}, which the request did not show whole"
+            update.held = f"[replace] of {unseen[0]!r}, which the request did not show whole"
             update.outcome = "truncated_skip"
             run.count("guard", f"{update.target}_truncated_skip")
             continue
         before = len(sectionmerge.bullets(update.current))
         verdict = policy.loss_guard(before, len(merged.removed), bool(merged.replaced), run.policy)
         if not verdict.ok:
-            update.held = f"{verdict.reason} ({len(merged.removed)} of {before} bullets, {verdict.share:.0%})"
-            update.outcome = "guard_rejected"
+            update.held = verdict.reason
+            update.outcome = verdict.outcome or "guard_rejected"
             run.count("guard", f"{update.target}_rejected")
         else:
             run.count("guard", f"{update.target}_passed")
@@ -277,7 +296,7 @@ def merge(run: Run) -> dict[Target, str]:
         if update.held is not None:
             continue
         if target == "insights":
-            update.merged = sectionmerge.merge(update.current, _with_seen(update.text, run.today))
+            update.merged = sectionmerge.merge(update.base, _with_seen(update.text, run.today))
         merged = update.merged
         assert merged is not None and update.sanitized is not None
         run.count("merge", f"{target}_added", len(merged.added))
