@@ -4,12 +4,13 @@ HISTORY.md and today's daily file in one change; routing modes; the loss guard; 
 from __future__ import annotations
 
 import json
+import signal
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 import pytest
-from memoryctl.rpc import RemoteError
+from memoryctl.rpc import ClientError, RemoteError
 
 from tests.conftest import Daemon, daemon_env, short_tmp
 
@@ -259,3 +260,81 @@ def test_restore_of_a_consolidation_is_byte_identical_and_reoffers_its_notes(
     # and the restore is a change too: restoring it redoes the consolidation
     daemon.call("restore", {"workspace": ws, "run_id": restored["run_id"]})
     assert "- KX-200 需要 RTS/CTS" in (root / "memory/MEMORY.md").read_text()
+
+
+def _progress(root: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((root / "data/memory/curate/progress.json").read_text())
+    return data
+
+
+def _consolidated(root: Path) -> set[str]:
+    path = root / "data/memory/curate/consolidated.json"
+    if not path.exists():
+        return set()
+    return {i for ids in json.loads(path.read_text())["files"].values() for i in ids}
+
+
+def _notes(request: dict[str, Any]) -> set[str]:
+    return {n["entry_id"] for n in request["request"]["consolidation"]["daily_notes"]}
+
+
+def _answer_chunk(request: dict[str, Any]) -> dict[str, Any]:
+    notes = request["request"]["consolidation"]["daily_notes"]
+    bullets = "".join(f"- {n['text'][2:]} [evidence: {n['entry_id']}]\n" for n in notes)
+    chunk = request["chunk"]["index"]
+    return answer(
+        request["request_id"],
+        memory_update=f"## Notes\n{bullets}",
+        daily_sections={"Topics": [f"chunk {chunk}"]},
+        history_entry=f"chunk {chunk}",
+    )
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("step", ["backups", "write"])
+def test_a_daemon_killed_between_chunks_resumes_at_the_first_unfinished_one(started: list[Daemon], step: str) -> None:
+    d, root, ws = _daemon(started, consolidate_entries_per_chunk="2")
+    for n in range(5):
+        remember(d, ws, f"note {n} 串口")
+    first = prepare(d, ws)
+    assert first["chunk"]["of"] == 3 and first["entry_count"] == 2 and first["remaining"] == 2
+    # the progress record is on disk before the host sees the chunk
+    assert _progress(root)["chunks"][first["request_id"]]["status"] == "handed_out"
+    apply(d, ws, _answer_chunk(first))
+    assert _progress(root)["chunks"][first["request_id"]]["status"] == "applied"
+    assert _notes(first) <= _consolidated(root)
+    second = prepare(d, ws)
+    assert second["chunk"]["index"] == 2
+    d.stop(signal.SIGKILL)  # killed between chunks: chunk 2 handed out, not answered
+    d.start()
+    again = prepare(d, ws)
+    assert again["request_id"] == second["request_id"] and again["resumed"]
+    assert [n["entry_id"] for n in again["request"]["consolidation"]["daily_notes"]] == [
+        n["entry_id"] for n in second["request"]["consolidation"]["daily_notes"]
+    ]
+    # killed while applying chunk 2 (MEMORYD_CRASH_AT: before its commit point, or after its first file)
+    d.stop()
+    d.env["MEMORYD_CRASH_AT"] = step
+    d.start()
+    resp = _answer_chunk(again)
+    with pytest.raises(ClientError):
+        apply(d, ws, resp)
+    assert d.proc is not None and d.proc.wait(10) == 86
+    d.stop()
+    del d.env["MEMORYD_CRASH_AT"]
+    d.start()  # recovery: rolled forward (write) or never happened (backups)
+    memory = (root / "memory/MEMORY.md").read_text()
+    if step == "backups":  # nothing of chunk 2 is written, so nothing of it is marked
+        assert "note 2" not in memory and not _notes(second) & _consolidated(root)
+        assert prepare(d, ws)["request_id"] == second["request_id"]
+        apply(d, ws, resp)
+    else:  # its files are all there and its entries marked, in the same change
+        assert "note 2 串口" in memory and "note 3 串口" in memory and _notes(second) <= _consolidated(root)
+        assert apply(d, ws, resp)["already_applied"]
+    third = prepare(d, ws)
+    assert third["chunk"]["index"] == 3 and third["entry_count"] == 1
+    apply(d, ws, _answer_chunk(third))
+    memory = (root / "memory/MEMORY.md").read_text()
+    assert [line for line in memory.splitlines() if line.startswith("- note")] == [f"- note {n} 串口" for n in range(5)]
+    assert prepare(d, ws).get("request_id") is None
+    assert [e["kind"] for e in history(root) if e.get("kind")] == ["consolidate"] * 3
