@@ -338,3 +338,30 @@ def test_a_daemon_killed_between_chunks_resumes_at_the_first_unfinished_one(star
     assert [line for line in memory.splitlines() if line.startswith("- note")] == [f"- note {n} 串口" for n in range(5)]
     assert prepare(d, ws).get("request_id") is None
     assert [e["kind"] for e in history(root) if e.get("kind")] == ["consolidate"] * 3
+
+
+def test_remember_keeps_confidence_evidence_and_metadata_with_its_item(
+    daemon: Daemon, workspace: tuple[Path, str]
+) -> None:
+    root, ws = workspace
+    oid = daemon.call("observe", {"workspace": ws, "kind": "log", "text": "串口超时", "source": "pytest"})[
+        "observation_id"
+    ]
+    params = {"confidence": 0.6, "evidence": [oid], "metadata": {"source": "review", "标签": ["串口"]}}
+    wired = daemon.call("remember", {"workspace": ws, "text": "UART timeouts come from flow control", **params})
+    out = daemon.memoryctl(
+        "remember", "second", "--confidence", "0.4", "--evidence", oid, "--metadata", '{"k": 1}', cwd=root
+    )
+    assert out.returncode == 0, out.stderr
+    plain = daemon.call("remember", {"workspace": ws, "text": "third"})
+    lines = {i["id"]: i for i in map(json.loads, (root / "data/memory/items.jsonl").read_text().splitlines())}
+    assert {k: lines[wired["id"]][k] for k in params} == params and lines[wired["id"]]["revision"] == 1
+    cli = next(i for i in lines.values() if i["first_line"] == "- second")
+    assert (cli["confidence"], cli["evidence"], cli["metadata"]) == (0.4, [oid], {"k": 1})
+    assert (lines[plain["id"]]["confidence"], lines[plain["id"]]["evidence"]) == (1.0, [])
+    for bad in ({"confidence": 1.5}, {"metadata": {"a": "x" * 9000}}, {"evidence": ["x" * 201]}):
+        with pytest.raises(RemoteError) as caught:
+            daemon.call("remember", {"workspace": ws, "text": "bad", **bad})
+        assert caught.value.name == "INVALID_PARAMS"
+    bad_cli = daemon.memoryctl("remember", "x", "--metadata", "[1]", cwd=root)
+    assert bad_cli.returncode == 2 and "JSON object" in bad_cli.stderr

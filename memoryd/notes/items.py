@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ import structlog
 
 from memoryd.fsio import FileTooLarge, NotRegularFile, append_line, read_regular
 from memoryd.notes.append import Written
+from memoryd.notes.daily import strip_private, strip_private_value
 
 log = structlog.get_logger("memoryd.items")
 
@@ -45,13 +47,31 @@ READ_MAX_BYTES = 64 * 1024 * 1024
 DEFAULTS: dict[str, Any] = {"confidence": 1.0, "evidence": [], "metadata": {}, "revision": 1, "deleted_at": None}
 
 
+@dataclass(frozen=True, slots=True)
+class ItemFields:
+    """What remember may say of its entry's item besides where it is (decision 0009's defaults otherwise)."""
+
+    confidence: float | None = None
+    evidence: tuple[str, ...] = ()
+    metadata: dict[str, Any] | None = None
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "confidence": DEFAULTS["confidence"] if self.confidence is None else self.confidence,
+            "evidence": [strip_private(e) for e in self.evidence if strip_private(e).strip()],
+            "metadata": {} if self.metadata is None else strip_private_value(self.metadata),
+            "revision": 1,
+        }
+
+
 def heading_key(heading: str) -> str:
     """A heading as the index keeps it: without its ``## ``."""
     return heading.lstrip("#").strip()
 
 
-def record(root: Path, entries: list[Written], created_at: str) -> None:
-    """Append one line per entry remember wrote."""
+def record(root: Path, entries: list[Written], created_at: str, fields: dict[str, ItemFields] | None = None) -> None:
+    """Append one line per entry remember wrote (``fields``: by entry id, what its remember said of the item)."""
+    fields = fields or {}
     lines = b"".join(
         orjson.dumps(
             {
@@ -61,7 +81,7 @@ def record(root: Path, entries: list[Written], created_at: str) -> None:
                 "first_line": e.first_line,
                 "start_line": e.start_line,
                 "created_at": created_at,
-                **{k: v for k, v in DEFAULTS.items() if k != "deleted_at"},
+                **fields.get(e.id, ItemFields()).fields(),
             }
         )
         + b"\n"

@@ -80,6 +80,11 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
             help="words it should also be found by, comma-separated, best in English and Chinese "
             "('uart timeout, 串口, 超时'): kept as a 'Keywords:' line under the text (repeatable)",
         )
+        p.add_argument("--confidence", type=float, metavar="0..1", help="how sure it is (its item's confidence)")
+        p.add_argument(
+            "--evidence", action="append", metavar="ID", help="what it rests on: obs_…, ent_…, a run id (repeatable)"
+        )
+        p.add_argument("--metadata", metavar="JSON_OBJECT", help="any small JSON object kept with its item")
         p.add_argument("--dry-run", action="store_true", help="show where and what would be written; write nothing")
     elif verb == "search":  # keep QUICK["search"] in step (tests/test_client.py compares the two)
         p.add_argument("query", help="words to look for (any language; exact identifiers rank first)")
@@ -159,6 +164,12 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
                 params[key] = getattr(args, key)
         if args.keywords:
             params["keywords"] = args.keywords
+        if args.confidence is not None:
+            params["confidence"] = args.confidence
+        if args.evidence:
+            params["evidence"] = args.evidence
+        if args.metadata is not None:
+            params["metadata"] = _metadata(args.metadata)
         if args.dry_run:
             params["dry_run"] = True
         return "remember", params
@@ -192,6 +203,19 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
             params["reason"] = args.reason
         return verb, params
     raise Usage(f"unknown verb {verb}")
+
+
+def _metadata(text: str) -> dict[str, Any]:
+    import json
+
+    hint = 'Quote the object for the shell: --metadata \'{"source": "review"}\'.'
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise Usage(f"--metadata is not valid JSON: {exc}", hint) from None
+    if not isinstance(value, dict):
+        raise Usage(f"--metadata must be a JSON object, not {type(value).__name__}", hint)
+    return value
 
 
 def _context_params(args: Args) -> dict[str, Any]:
