@@ -365,3 +365,38 @@ def test_remember_keeps_confidence_evidence_and_metadata_with_its_item(
         assert caught.value.name == "INVALID_PARAMS"
     bad_cli = daemon.memoryctl("remember", "x", "--metadata", "[1]", cwd=root)
     assert bad_cli.returncode == 2 and "JSON object" in bad_cli.stderr
+
+
+def test_memoryctl_consolidate_prepares_and_applies_answers_in_order(started: list[Daemon]) -> None:
+    d, root, ws = _daemon(started, consolidate_entries_per_chunk="1")
+    for n in range(3):
+        remember(d, ws, f"决定 {n}: keep it")
+    out = d.memoryctl("consolidate", "--out", str(root / "request.json"), cwd=root)
+    assert out.returncode == 0, out.stderr
+    assert "daily notes   1" in out.stdout and "chunk         1/3" in out.stdout
+    first = json.loads((root / "request.json").read_text())
+    answers: list[tuple[Path, dict[str, Any]]] = []
+    for n in range(3):
+        if n:
+            apply(d, ws, answers[-1][1])  # the host answers chunk by chunk
+        request = first if n == 0 else prepare(d, ws)
+        resp = answer(
+            request["request_id"],
+            memory_update=f"## 决定\n- 决定 {n}\n",
+            daily_sections={"Decisions": [f"决定 {n}"]},
+        )
+        path = root / f"answer{n}.json"
+        path.write_text(json.dumps(resp, ensure_ascii=False))
+        answers.append((path, resp))
+    # the first two already applied above; --apply applies the last and says the others were
+    done = d.memoryctl("consolidate", "--apply", *(str(p) for p, _ in answers), cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("was already applied") == 2 and "memory    written" in done.stdout
+    assert "3/3" in done.stderr  # the progress line
+    assert (root / "memory/MEMORY.md").read_text() == "## 决定\n- 决定 0\n- 决定 1\n- 决定 2\n"
+    nothing = d.memoryctl("consolidate", cwd=root)
+    assert "nothing to consolidate" in nothing.stdout
+    bad = d.memoryctl("consolidate", "--dry-run", cwd=root)
+    assert bad.returncode == 2
+    as_json = d.memoryctl("consolidate", "--apply", str(answers[0][0]), "--json", cwd=root)
+    assert json.loads(as_json.stdout)["data"]["applied"][0]["already_applied"]

@@ -57,6 +57,7 @@ VERBS = {
     "restore": "undo a recorded change by its run id (forget, compile apply, promote, restore)",
     "observe": "record one observation (evidence)",
     "compile": "evidence to rules: prepare a request for the LLM, apply its response",
+    "consolidate": "daily notes into MEMORY.md through the host's model: prepare a request, --apply its answers",
     "resolve": "merged facts for a model and firmware version, and why",
     "rules": "search, show and diff rules",
     "timeline": "observations, remembered entries and changes, newest first",
@@ -67,6 +68,7 @@ VERBS = {
 NOTES = ("status", "init", "remember", "search", "get", "index", "validate", "context", "forget", "restore")
 RULES = ("observe", "compile", "resolve", "rules", "timeline", "candidates")
 ADMIN = ("ping", "workspace", "mcp", "install", "hook")
+CURATE = ("consolidate",)
 
 
 def group(verb: str) -> VerbGroup:
@@ -79,6 +81,10 @@ def group(verb: str) -> VerbGroup:
         from memoryctl.verbs import rules
 
         return rules
+    if verb in CURATE:
+        from memoryctl.verbs import consolidate
+
+        return consolidate
     from memoryctl.verbs import admin
 
     return admin
