@@ -15,6 +15,7 @@ from memoryd import log as logsetup
 from memoryd.config import Settings
 from memoryd.context.service import ContextService
 from memoryd.curate.service import CurateService
+from memoryd.curate.trace import TraceWriter
 from memoryd.methods.services import Ctx, Handlers, Services
 from memoryd.notes.service import NotesService
 from memoryd.rpc import Context, Dispatcher
@@ -29,13 +30,14 @@ log = structlog.get_logger("memoryd.app")
 
 def build_dispatcher(limits: ServerSettings | None = None) -> Handlers:
     """Every method registered; ``limits``: the server group (batch and reply sizes), its defaults when None."""
-    from memoryd.methods import admin, context, notes, rules
+    from memoryd.methods import admin, audit, context, notes, rules
 
     dispatcher: Handlers = Dispatcher(limits=limits or ServerSettings())
     admin.register(dispatcher)
     notes.register(dispatcher)
     rules.register(dispatcher)
     context.register(dispatcher)
+    audit.register(dispatcher)
     return dispatcher
 
 
@@ -54,17 +56,20 @@ class App:
         state = settings.dirs.workspaces_state
         self.notes = NotesService(settings.notes, settings.search, settings.semantic, state)
         self.rules = RulesService(settings.rules, watched=settings.notes.watch)
-        self.context = ContextService(settings.context, state, self.notes, self.rules)
         self.curate = CurateService(settings.curate, self.notes, self.rules)
         self.runtime = Runtime(
             settings.notes, self.registry, self.notes, self.rules, socket=settings.socket, home=settings.dirs.home
         )
+        # recall rows are written by the daemon that writes the workspace (the others answer and keep none)
+        self.trace = TraceWriter(settings.observability, may_write=self.runtime.holds)
+        self.context = ContextService(settings.context, state, self.notes, self.rules, self.trace)
 
     async def start(self, tg: anyio.abc.TaskGroup) -> None:
         tg.start_soon(task("log_flusher", self._flush_logs, restart=True))
         await self.notes.start(tg)
         await self.rules.start(tg)
         await self.runtime.start(tg)
+        tg.start_soon(task("recall_trace", self.trace.run, restart=True))
 
     # --- workspaces: the runtime's ----------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from memoryd.settings import (
     CurateSettings,
     Group,
     NotesSettings,
+    ObservabilitySettings,
     RulesSettings,
     SearchSettings,
     SemanticSettings,
@@ -97,6 +98,7 @@ class Settings:
     semantic: SemanticSettings = field(default_factory=SemanticSettings)
     rules: RulesSettings = field(default_factory=RulesSettings)
     context: ContextSettings = field(default_factory=ContextSettings)
+    observability: ObservabilitySettings = field(default_factory=ObservabilitySettings)
     curate: CurateSettings = field(default_factory=CurateSettings)
     # Not settings proper: where things are. Filled by load_settings.
     dirs: Dirs = field(default_factory=Dirs.resolve)
@@ -228,6 +230,7 @@ def load_settings(
         semantic=_group(SemanticSettings, values),
         rules=_group(RulesSettings, values),
         context=_group(ContextSettings, values),
+        observability=_group(ObservabilitySettings, values),
         curate=_group(CurateSettings, values),
         dirs=dirs,
         socket=Path(memorydirs.socket_path(socket, home)),

@@ -212,6 +212,11 @@ class Runtime:
                 await self.rules.recover(ws)
         return ws
 
+    def holds(self, workspace_id: str) -> bool:
+        """Whether this daemon holds the workspace's write lock now (any thread: a flag read)."""
+        wrt = self._by_id.get(workspace_id)
+        return wrt is not None and wrt.lock.held
+
     async def lock_status(self, ws: Workspace) -> dict[str, Any]:
         lock = self._runtime(ws).lock
         holder = await anyio.to_thread.run_sync(lock.holder)

@@ -339,6 +339,21 @@ class CurateSettings(Group):
         gt=0,
     )
 
+    replay_check: bool = setting(
+        True,
+        "Before a consolidation writes, replay the prompts kept in replay.jsonl against the memory as it would be; "
+        "an answer that would no longer be found holds the apply (false: no check).",
+        flat="replay_check",
+    )
+    replay_top_k: int = setting(
+        6,
+        "The replay check's k: a kept answer counts as found while its section ranks in the top k (BM25 over the "
+        "sections of the files the consolidation changes) for its prompt.",
+        flat="replay_top_k",
+        gt=0,
+        le=100,
+    )
+
     @field_validator("conflict_keys")
     @classmethod
     def _keys(cls, keys: tuple[str, ...]) -> tuple[str, ...]:
@@ -350,6 +365,76 @@ class CurateSettings(Group):
         return cleaned
 
 
+class ObservabilitySettings(Group):
+    """The rows the daemon keeps under a workspace's ``data/memory/observability/`` and ``audit``, which reads
+    them (docs/reference/curation.md, "Observability and audit")."""
+
+    trace: bool = setting(
+        True,
+        "Append one row per recall for a prompt (context with query_text: the hooks, the MCP tool) to "
+        "data/memory/observability/recall.jsonl: why recall fired or not, hits, injected, item ids; never text.",
+        flat="observability_trace",
+    )
+    replay: bool = setting(
+        True,
+        "Keep the last observability_replay_keep prompts whose recalled passages were injected (the prompt's text, "
+        "the passages' paths, line ranges, item ids and line digests — not their text) in "
+        "data/memory/observability/replay.jsonl, in the workspace only, for the replay check before a "
+        "consolidation; false keeps none (and the check has nothing to replay).",
+        flat="observability_replay",
+    )
+    replay_keep: int = setting(
+        200,
+        "Prompts replay.jsonl keeps; the file is cut back to the newest this many when it holds twice as many.",
+        flat="observability_replay_keep",
+        gt=0,
+        le=100_000,
+    )
+    audit_max_bytes: int = setting(
+        8 * 1024 * 1024,
+        "audit reads at most this many bytes from the end of each observability file (and history.jsonl); older "
+        "rows are left out and the answer says so.",
+        flat="audit_max_bytes",
+        gt=0,
+    )
+    gate_preferred_window_days: int = setting(
+        7, "Routing phase gate compatible → preferred: the window, in days.", gt=0
+    )
+    gate_preferred_min_runs: int = setting(
+        50, "Routing phase gate compatible → preferred: consolidations needed in the window.", gt=0
+    )
+    gate_preferred_structured_rate: float = setting(
+        0.75,
+        "Routing phase gate compatible → preferred: share of consolidations whose daily sections were routed.",
+        ge=0,
+        le=1,
+    )
+    gate_preferred_written_rate: float = setting(
+        0.80,
+        "Routing phase gate compatible → preferred: share of MEMORY.md updates written (written or "
+        "sanitize_modified, of those that had something to write).",
+        ge=0,
+        le=1,
+    )
+    gate_required_window_days: int = setting(14, "Routing phase gate preferred → required: the window, in days.", gt=0)
+    gate_required_min_runs: int = setting(
+        100, "Routing phase gate preferred → required: consolidations needed in the window.", gt=0
+    )
+    gate_required_daily_sections_rate: float = setting(
+        0.95,
+        "Routing phase gate preferred → required: share of consolidations whose answer carried daily_sections.",
+        ge=0,
+        le=1,
+    )
+    gate_required_guard_rejected_max: float = setting(
+        0.05,
+        "Routing phase gate preferred → required: largest share of MEMORY.md updates the guard may hold (reasons "
+        "starting heading_retention not counted).",
+        ge=0,
+        le=1,
+    )
+
+
 GROUPS: dict[str, type[Group]] = {
     "server": ServerSettings,
     "notes": NotesSettings,
@@ -357,6 +442,7 @@ GROUPS: dict[str, type[Group]] = {
     "semantic": SemanticSettings,
     "rules": RulesSettings,
     "context": ContextSettings,
+    "observability": ObservabilitySettings,
     "curate": CurateSettings,
 }
 

@@ -4,6 +4,7 @@ calibrated relevance on every hit, and recall that injects nothing for an unrela
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,28 @@ def test_the_agents_other_phrasing_is_fused_in(team: tuple[Daemon, str]) -> None
     assert not any("bank transfer" in h["snippet"] for h in alone)
     fused = hits(d, ws, "企业客户不用信用卡怎么付款", also=["how do enterprise customers pay without a card"])
     assert "bank transfer" in fused[0]["snippet"]
+
+
+def test_memoryctl_search_takes_a_window_and_other_phrasings(team: tuple[Daemon, str]) -> None:
+    """The same through `memoryctl search`: --since/--until pick the window, --also adds the other phrasing."""
+    d, ws = team
+
+    def found(*args: str) -> list[dict[str, Any]]:
+        out = d.memoryctl("--json", "-w", ws, "search", *args)
+        assert out.returncode == 0, out.stderr
+        hits: list[dict[str, Any]] = json.loads(out.stdout)["data"]["hits"]
+        return hits
+
+    def first(*args: str) -> dict[str, Any]:
+        return found(*args)[0]
+
+    assert first("CDN decision", "--since", "2026-02-20", "--until", "2026-02-28")["path"] == "memory/2026-02-24.md"
+    assert first("CDN decision", "--since", "2026-02-05", "--until", "2026-02-12")["path"] == "memory/2026-02-10.md"
+    assert not any("bank transfer" in h["snippet"] for h in found("企业客户不用信用卡怎么付款", "--mode", "bm25"))
+    fused = first("企业客户不用信用卡怎么付款", "--also", "how do enterprise customers pay without a card")
+    assert "bank transfer" in fused["snippet"]
+    bad = d.memoryctl("-w", ws, "search", "x", "--since", "2026-02-31")
+    assert bad.returncode == 2 and "iso_day" in bad.stderr
 
 
 def test_hits_carry_a_calibrated_relevance_and_recall_injects_only_what_answers(team: tuple[Daemon, str]) -> None:

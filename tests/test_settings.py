@@ -66,12 +66,27 @@ FLAT_BEFORE = [
     "curate_max_update_bytes",
     "curate_conflict_keys",
     "curate_conflict_resolution",
-    # issue 22: consolidation (h-consol)
+    # issue 22: observability and audit (h-audit)
+    "observability_trace",
+    "observability_replay",
+    "observability_replay_keep",
+    "audit_max_bytes",
+    "gate_preferred_window_days",
+    "gate_preferred_min_runs",
+    "gate_preferred_structured_rate",
+    "gate_preferred_written_rate",
+    "gate_required_window_days",
+    "gate_required_min_runs",
+    "gate_required_daily_sections_rate",
+    "gate_required_guard_rejected_max",
+    # issue 22: consolidation (h-consol; replay_check / replay_top_k: h-audit's, in the curate group)
     "curate_routing_mode",
     "consolidate_entries_per_chunk",
     "consolidate_recent_days",
     "consolidate_memory_chars",
     "consolidate_daily_chars",
+    "replay_check",
+    "replay_top_k",
 ]
 
 

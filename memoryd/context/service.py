@@ -18,6 +18,8 @@ import structlog
 from memoryd import fsio
 from memoryd.context import dynamic, recent, render, snapshots, trigger
 from memoryd.context.api import ContextItem, ContextResult, DynamicContext, StableContext
+from memoryd.curate import observe
+from memoryd.curate.trace import Answer, Recall, TraceWriter, session_label
 from memoryd.errors import AppError
 from memoryd.models import Degraded
 from memoryd.notes.daily import strip_private
@@ -48,9 +50,18 @@ class ContextRequest:
 
 
 class ContextService:
-    def __init__(self, settings: ContextSettings, state_dir: Path, notes: NotesService, rules: RulesService) -> None:
-        """``state_dir``: snapshots go to ``<state_dir>/<workspace id>/context/``."""
+    def __init__(
+        self,
+        settings: ContextSettings,
+        state_dir: Path,
+        notes: NotesService,
+        rules: RulesService,
+        trace: TraceWriter | None = None,
+    ) -> None:
+        """``state_dir``: snapshots go to ``<state_dir>/<workspace id>/context/``; ``trace``: where each recall for a
+        prompt is reported (recall.jsonl, replay.jsonl), None for none."""
         self.settings = settings
+        self.trace = trace
         self.state_dir = state_dir
         # MEMORY.md and daily files larger than the notes' index_max_file_bytes are not read (nor indexed)
         self.memory_max_bytes = notes.settings.index_max_file_bytes
@@ -62,7 +73,8 @@ class ContextService:
         stable, _fresh = await self.stable(ws, request)
         # A passage of MEMORY.md the stable part already shows (rendered now, or the session's snapshot the host
         # received at its start) is not recalled again; one it left out (cut, or added since) is.
-        return ContextResult(stable=stable, dynamic=await self.dynamic(ws, request.query_text, stable.text))
+        dynamic = await self.dynamic(ws, request.query_text, stable.text, request.session_id)
+        return ContextResult(stable=stable, dynamic=dynamic)
 
     # --- stable -------------------------------------------------------------------------------------------
 
@@ -121,22 +133,32 @@ class ContextService:
 
     # --- dynamic ------------------------------------------------------------------------------------------
 
-    async def dynamic(self, ws: Workspace, query_text: str | None, stable_text: str) -> DynamicContext:
-        if not query_text or not query_text.strip():
+    async def dynamic(
+        self, ws: Workspace, query_text: str | None, stable_text: str, session_id: str | None = None
+    ) -> DynamicContext:
+        if query_text is None:
+            return DynamicContext(text="", items=[])
+        if not query_text.strip():
+            self._trace(ws, query_text, session_id, _Why("empty_query"), [], DynamicContext(text="", items=[]))
             return DynamicContext(text="", items=[])
         past = trigger.asks_about_past(query_text)
         degraded = None
         items: list[ContextItem] = []
+        why = _Why("no_hits")
+        ids: dict[tuple[str, int], str | None] = {}
         try:
             found = await self.notes.search(ws, query_text, RECALL_LIMIT, RECALL_SNIPPET_CHARS)
         except AppError as exc:  # the index is being rebuilt, …: the stable part and recent notes still answer
             degraded = Degraded(reason=exc.name, message=exc.message)
+            why = _Why("search_failed", degraded=exc.name)
         else:
             best = max((h.relevance for h in found.hits), default=0.0)
             # words alone (no meaning side: semantic off, or degraded) cannot confirm what a passage means: a lower
             # floor keeps their recall (a question of five content words, two of them the note's, is recalled)
             least = self.settings.min_relevance * (1.0 if found.mode != "bm25" else WORDS_ONLY_SHARE)
             floor = max(least, RELATIVE_CUT * best)
+            # only what answers: an unrelated prompt ("write a haiku about cats") injects nothing
+            above = [h for h in found.hits if h.relevance >= floor]
             items = [
                 ContextItem(
                     path=h.path,
@@ -146,13 +168,23 @@ class ContextService:
                     snippet=strip_private(h.snippet),  # a hand-edited file's private spans: never into a prompt
                     score=h.score,
                 )
-                for h in found.hits
-                # only what answers: an unrelated prompt ("write a haiku about cats") injects nothing
-                if h.relevance >= floor
+                for h in above
                 # candidate rules are low-confidence and unreviewed: `search` shows them, a prompt never gets them
-                and (h.path != render.MEMORY_FILE or not dynamic.shown_in(stable_text, strip_private(h.snippet)))
+                if (h.path != render.MEMORY_FILE or not dynamic.shown_in(stable_text, strip_private(h.snippet)))
                 and not h.path.startswith(f"{CANDIDATES}/")
             ]
+            ids = {(h.path, h.start_line): h.item_id for h in above}
+            why = _Why(
+                "no_hits"
+                if not found.hits
+                else "below_floor"
+                if not above
+                else "filtered"
+                if not items
+                else "injected",
+                hits=len(found.hits),
+                mode=found.mode,
+            )
             if found.stale:
                 degraded = Degraded(
                     reason="stale",
@@ -162,4 +194,52 @@ class ContextService:
         if past:
             entries = await anyio.to_thread.run_sync(recent.entries, ws.path, RECENT_DAYS, self.memory_max_bytes)
         text, shown, notes = dynamic.render(items, entries, self.settings.dynamic_max_chars)
-        return DynamicContext(text=text, items=shown, recent=notes, asks_about_past=past, degraded=degraded)
+        answer = DynamicContext(text=text, items=shown, recent=notes, asks_about_past=past, degraded=degraded)
+        if why.trigger == "injected" and not shown:
+            why = _Why("over_budget", hits=why.hits, mode=why.mode)
+        self._trace(
+            ws, query_text, session_id, why, [(item, ids.get((item.path, item.start_line))) for item in shown], answer
+        )
+        return answer
+
+    def _trace(
+        self,
+        ws: Workspace,
+        query_text: str,
+        session_id: str | None,
+        why: _Why,
+        shown: list[tuple[ContextItem, str | None]],
+        answer: DynamicContext,
+    ) -> None:
+        """Report one recall to the trace (queued: written off the prompt's path)."""
+        if self.trace is None or not self.trace.enabled:
+            return
+        self.trace.submit(
+            ws.id,
+            ws.path,
+            Recall(
+                ts=observe.ts(),
+                session=session_label(session_id),
+                query=query_text,
+                trigger=why.trigger,
+                hits=why.hits,
+                injected=len(shown),
+                past=answer.asks_about_past,
+                recent=len(answer.recent),
+                mode=why.mode,
+                degraded=why.degraded,
+                answers=tuple(
+                    Answer(item.path, item.start_line, item.lines, item_id, item.snippet) for item, item_id in shown
+                ),
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Why:
+    """Why recall fired or did not, for the trace."""
+
+    trigger: str
+    hits: int = 0
+    mode: str | None = None
+    degraded: str | None = None

@@ -11,6 +11,7 @@ from memoryd.fsio.read import (
     list_dir,
     read_range,
     read_regular,
+    read_tail,
 )
 from memoryd.fsio.walk import (
     NAME_MAX,
@@ -63,6 +64,7 @@ __all__ = [
     "open_lock_file",
     "read_range",
     "read_regular",
+    "read_tail",
     "remove",
     "remove_stale_temps",
     "remove_tree",

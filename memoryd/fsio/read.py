@@ -71,12 +71,13 @@ def read_regular(path: Path, max_bytes: int, offset: int = 0, *, root: Path | No
         chunks = []
         remaining = max_bytes + 1
         while remaining > 0:
-            chunk = os.pread(fd, min(remaining, 1 << 20), offset)
+            asked = min(remaining, 1 << 20)
+            chunk = os.pread(fd, asked, offset)
             offset += len(chunk)
-            if not chunk:
-                break
             chunks.append(chunk)
             remaining -= len(chunk)
+            if len(chunk) < asked:  # a regular file's read is short only at its end: no second call to learn it
+                break
         data = b"".join(chunks)
         if len(data) > max_bytes:
             raise FileTooLarge(len(data), max_bytes)
@@ -128,5 +129,30 @@ def read_range(path: Path, offset: int, length: int, *, root: Path | None = None
             offset += len(part)
             length -= len(part)
         return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
+def read_tail(path: Path, max_bytes: int, *, root: Path | None = None) -> tuple[bytes, int]:
+    """The last ``max_bytes`` (at most) of the regular file ``path``, and the file's size then: a size larger than
+    the bytes returned means the head was left out (a log that grew, a 1 GB sparse file: only its tail is read).
+    Opened like :func:`read_regular` (a FIFO or a device is refused, never waited on)."""
+    fd = _open_regular(path, root)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+        size = info.st_size
+        offset = max(0, size - max_bytes)
+        chunks = []
+        remaining = size - offset
+        while remaining > 0:
+            chunk = os.pread(fd, min(remaining, 1 << 20), offset)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            offset += len(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks), size
     finally:
         os.close(fd)

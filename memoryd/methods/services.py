@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from memoryd.config import Settings
 from memoryd.context.service import ContextService
 from memoryd.curate.service import CurateService
+from memoryd.curate.trace import TraceWriter
 from memoryd.notes.service import NotesService
 from memoryd.rpc import Context, Dispatcher
 from memoryd.rules.service import RulesService
@@ -31,6 +32,7 @@ class Services(Protocol):
     rules: RulesService
     context: ContextService
     curate: CurateService
+    trace: TraceWriter
     runtime: Runtime
 
     async def workspace(self, ref: str, *, write: bool = False) -> Workspace: ...

@@ -63,12 +63,14 @@ VERBS = {
     "timeline": "observations, remembered entries and changes, newest first",
     "candidates": "review low-confidence rules: list, promote, reject",
     "hook": "answer a coding agent host's hook (its JSON on stdin); fails open, never blocks",
+    "audit": "what the observability files say: outcomes, guard, sanitize, routing, recall, lifecycle; phase gates",
 }
 
 NOTES = ("status", "init", "remember", "search", "get", "index", "validate", "context", "forget", "restore")
 RULES = ("observe", "compile", "resolve", "rules", "timeline", "candidates")
 ADMIN = ("ping", "workspace", "mcp", "install", "hook")
 CURATE = ("consolidate",)
+AUDIT = ("audit",)
 
 
 def group(verb: str) -> VerbGroup:
@@ -85,6 +87,10 @@ def group(verb: str) -> VerbGroup:
         from memoryctl.verbs import consolidate
 
         return consolidate
+    if verb in AUDIT:
+        from memoryctl.verbs import audit
+
+        return audit
     from memoryctl.verbs import admin
 
     return admin

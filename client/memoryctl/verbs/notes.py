@@ -20,7 +20,7 @@ from memoryctl.common import (
     workspace_given,
     workspace_of,
 )
-from memoryctl.quick import Spec, choice
+from memoryctl.quick import Spec, choice, iso_day
 from memoryctl.rpc import RemoteError, owner_token
 
 TYPE_CHECKING = False  # `import typing` costs ~3 ms of start-up
@@ -42,8 +42,19 @@ QUICK = {
             "-n": ("limit", int),
             "--mode": ("mode", choice(*SEARCH_MODES)),
             "--snippet-max-chars": ("snippet_max_chars", int),
+            "--since": ("since", iso_day),
+            "--until": ("until", iso_day),
         },
-        defaults={"limit": 8, "mode": None, "snippet_max_chars": None, "all": False},
+        # --also repeats: a line with it is read by argparse
+        defaults={
+            "limit": 8,
+            "mode": None,
+            "snippet_max_chars": None,
+            "all": False,
+            "since": None,
+            "until": None,
+            "also": None,
+        },
     )
 }
 
@@ -97,6 +108,15 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
         p.add_argument(
             "--snippet-max-chars", type=int, metavar="N", help="snippet length, 20-4000 (default: the setting, 700)"
         )
+        p.add_argument(
+            "--also",
+            action="append",
+            metavar="WORDS",
+            help="the same question in other words or the other language ('串口超时' for 'uart timeout'), fused "
+            "into one ranking (repeatable)",
+        )
+        p.add_argument("--since", type=iso_day, metavar="YYYY-MM-DD", help="prefer entries dated on or after this day")
+        p.add_argument("--until", type=iso_day, metavar="YYYY-MM-DD", help="prefer entries dated on or before this day")
         p.add_argument("--all", action="store_true", help="every workspace, read-only (owner)")
     elif verb == "get":
         p.add_argument(
@@ -184,6 +204,9 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
             params["mode"] = args.mode
         if args.snippet_max_chars:
             params["snippet_max_chars"] = args.snippet_max_chars
+        for name in ("also", "since", "until"):
+            if getattr(args, name):
+                params[name] = getattr(args, name)
         return "search", scoped(args, params)
     if verb == "get":
         params = {"workspace": workspace_of(args), "path": _get_path(args.path)}
