@@ -56,7 +56,9 @@ class App:
         state = settings.dirs.workspaces_state
         self.notes = NotesService(settings.notes, settings.search, settings.semantic, state)
         self.rules = RulesService(settings.rules, watched=settings.notes.watch)
-        self.curate = CurateService(settings.curate, self.notes, self.rules)
+        self.curate = CurateService(
+            settings.curate, self.notes, self.rules, replay_keep=settings.observability.replay_keep
+        )
         self.runtime = Runtime(
             settings.notes, self.registry, self.notes, self.rules, socket=settings.socket, home=settings.dirs.home
         )

@@ -323,6 +323,7 @@ def test_a_daemon_killed_between_chunks_resumes_at_the_first_unfinished_one(star
     d.stop()
     del d.env["MEMORYD_CRASH_AT"]
     d.start()  # recovery: rolled forward (write) or never happened (backups)
+    d.call("status", {"workspace": ws})  # answers once the workspace's rules are open: recovery is done
     memory = (root / "memory/MEMORY.md").read_text()
     if step == "backups":  # nothing of chunk 2 is written, so nothing of it is marked
         assert "note 2" not in memory and not _notes(second) & _consolidated(root)
@@ -400,3 +401,42 @@ def test_memoryctl_consolidate_prepares_and_applies_answers_in_order(started: li
     assert bad.returncode == 2
     as_json = d.memoryctl("consolidate", "--apply", str(answers[0][0]), "--json", cwd=root)
     assert json.loads(as_json.stdout)["data"]["applied"][0]["already_applied"]
+
+
+def test_the_replay_check_holds_a_consolidation_that_loses_a_recalled_answer(
+    daemon: Daemon, workspace: tuple[Path, str]
+) -> None:
+    from memoryd.curate.trace import line_digest
+
+    root, ws = workspace
+    (root / "memory").mkdir(exist_ok=True)
+    memory = "## UART\n- 串口超时: enable RTS/CTS above 115200 baud\n- bench-3 cable is flaky\n"
+    (root / "memory/MEMORY.md").write_text(memory)
+    (root / "data/memory/observability").mkdir(parents=True)
+    row = {
+        "ts": "2026-01-01T00:00:00.000Z",
+        "query": "串口超时 怎么办 RTS/CTS",
+        "answers": [
+            {
+                "path": "memory/MEMORY.md",
+                "start_line": 2,
+                "item_id": None,
+                "digests": [line_digest("- 串口超时: enable RTS/CTS above 115200 baud")],
+            }
+        ],
+    }
+    (root / "data/memory/observability/replay.jsonl").write_text(json.dumps(row, ensure_ascii=False) + "\n")
+    remember(daemon, ws, "bench-3 cable replaced")
+    request = prepare(daemon, ws)
+    # a [replace] that drops the recalled answer: held, with the prompt and the place it named
+    lose = answer(request["request_id"], memory_update="## UART [replace]\n- bench-3 cable replaced\n")
+    held = _refused(daemon, ws, lose)
+    assert held.name == "MEMORY_GUARD_HELD" and held.data["lost"][0]["path"] == "memory/MEMORY.md"
+    assert held.data["lost"][0]["query"] == row["query"]
+    assert (root / "memory/MEMORY.md").read_text() == memory
+    # keeping it passes
+    keep = answer(
+        request["request_id"],
+        memory_update="## UART [replace]\n- 串口超时: enable RTS/CTS above 115200 baud\n- bench-3 cable replaced\n",
+    )
+    assert apply(daemon, ws, keep)["consolidation"]["counters"]["replay"]["checked"] == 1

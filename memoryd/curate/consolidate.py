@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from memoryd import ids
-from memoryd.curate import entries, policy, rows, sectionmerge, state, steps
+from memoryd.curate import entries, policy, replay, rows, sectionmerge, state, steps
 from memoryd.errors import AppError
 from memoryd.notes import items
 from memoryd.rules import journal
@@ -83,6 +83,7 @@ def _composite(entry: entries.Entry) -> str:
 @dataclass(slots=True)
 class Consolidator:
     settings: CurateSettings
+    replay_keep: int = 200  # observability_replay_keep: the prompts the replay check replays
 
     # --- prepare ------------------------------------------------------------------------------------------
 
@@ -213,7 +214,47 @@ class Consolidator:
                 held=held,
             )
         texts = steps.merge(run)
-        return self._writes(wr, run, texts, request_id, record, progress, now)
+        plan = self._writes(wr, run, texts, request_id, record, progress, now)
+        self._replay(wr, run, plan, dry_run)
+        plan.answer["counters"] = {step: dict(c) for step, c in sorted(run.counters.items())}
+        return plan
+
+    def _replay(self, wr: WorkspaceRules, run: steps.Run, plan: CuratorPlan, dry_run: bool) -> None:
+        """The replay check (h-audit's): the recent prompts whose recalled answers were injected, replayed against
+        the Markdown files as this change would leave them; an answer found now and not then holds the apply."""
+        would_be = {
+            w.path: w.content.decode("utf-8") for w in plan.writes if w.path.endswith(".md") and w.content is not None
+        }
+        if not would_be:
+            return
+        verdict = replay.replay_check(
+            wr.root,
+            would_be,
+            keep=self.replay_keep,
+            top_k=self.settings.replay_top_k,
+            enabled=self.settings.replay_check,
+        )
+        run.count("replay", "checked", verdict.checked)
+        if not verdict.held:
+            return
+        lost = [
+            {"query": a.query[:200], "path": a.path, "start_line": a.start_line, "item_id": a.item_id}
+            for a in verdict.lost[:20]
+        ]
+        reason = f"replay check: {len(verdict.lost)} recalled answer(s) would no longer be found"
+        for update in run.updates.values():
+            update.held, update.outcome = reason, "guard_rejected"
+        if not dry_run:
+            run.daily_entries, run.history = [], None
+            rows.write(wr.root, ids.new_id("held"), run, [])
+        raise AppError(
+            "MEMORY_GUARD_HELD",
+            f"{reason}; nothing was written",
+            hint="error.data.lost lists them (prompt, path, line): answer again keeping what they need, or turn "
+            "the check off for this workspace with replay_check: false.",
+            held=[{"target": "replay", "outcome": "guard_rejected", "reason": reason}],
+            lost=lost,
+        )
 
     def _refuse_routing(
         self, wr: WorkspaceRules, run: steps.Run, request_id: str, record: dict[str, Any], dry_run: bool

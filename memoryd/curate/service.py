@@ -20,11 +20,14 @@ from memoryd.workspaces import Workspace
 
 
 class CurateService:
-    def __init__(self, settings: CurateSettings, notes: NotesService, rules: RulesService) -> None:
+    def __init__(
+        self, settings: CurateSettings, notes: NotesService, rules: RulesService, *, replay_keep: int = 200
+    ) -> None:
+        """``replay_keep``: observability_replay_keep, the prompts the replay check replays."""
         self.settings = settings
         self.notes = notes
         self.rules = rules
-        self.curator = Consolidator(settings)
+        self.curator = Consolidator(settings, replay_keep)
 
     async def prepare(
         self,
