@@ -328,7 +328,7 @@ class Consolidator:
             "entries_consolidated": entry_count,
             "counters": {step: dict(c) for step, c in sorted(run.counters.items())},
         }
-        plan.after = lambda run_id: rows.write(root, run_id, run, run.daily_entries)
+        plan.after = lambda run_id: rows.write(root, run_id, run, run.daily_entries, outcomes)
         return plan
 
     def _curated(self, root: Path, run: steps.Run, request_id: str, now: str) -> journal.FileWrite | None:

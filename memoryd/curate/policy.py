@@ -7,7 +7,7 @@ read as the seed's (memoryd/curate/steps.py).
 from __future__ import annotations
 
 from memoryd.curate import outcomes, questions
-from memoryd.curate.conflicts import Conflict, Resolved, find_conflicts, resolve
+from memoryd.curate.conflicts import Conflict, Resolved, find_conflicts, preferences, resolve
 from memoryd.curate.guard import Verdict, loss_guard, size_guard
 from memoryd.curate.sanitize import Dropped, Sanitized, SanitizePolicy, sanitize
 from memoryd.settings import CurateSettings
@@ -23,6 +23,7 @@ __all__ = [
     "find_conflicts",
     "loss_guard",
     "outcomes",
+    "preferences",
     "questions",
     "resolve",
     "sanitize",

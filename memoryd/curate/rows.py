@@ -69,11 +69,17 @@ def outcomes(run: steps.Run) -> dict[str, dict[str, Any]]:
     return out
 
 
-def write(root: Path, run_id: str, run: steps.Run, daily_entries: list[tuple[str, str]]) -> None:
+def write(
+    root: Path,
+    run_id: str,
+    run: steps.Run,
+    daily_entries: list[tuple[str, str]],
+    done: dict[str, dict[str, Any]] | None = None,
+) -> None:
     """Every row of one apply (held or written): outcomes, sanitize counts, the routing row, and the questions
-    its ask_user conflicts leave open."""
+    its ask_user conflicts leave open (``done``: the outcomes, when the caller has them already)."""
     try:
-        for target, row in outcomes(run).items():
+        for target, row in (done if done is not None else outcomes(run)).items():
             policy.outcomes.record(
                 root,
                 policy.outcomes.OutcomeRow(

@@ -260,7 +260,9 @@ def guard(run: Run) -> None:
         if update.held is not None:
             continue
         update.base = update.current
-        found = policy.find_conflicts(update.current, update.text, run.policy)
+        # the current file is scanned for preferences only when the update states one (a 200-section file costs)
+        stated = policy.preferences(update.text, run.policy.conflict_keys)
+        found = policy.find_conflicts(update.current, update.text, run.policy) if stated else []
         if found:
             settled = policy.resolve(update.current, update.text, found)
             update.base, update.text, update.asked = settled.current, settled.update, settled.asked
