@@ -440,3 +440,44 @@ def test_the_replay_check_holds_a_consolidation_that_loses_a_recalled_answer(
         memory_update="## UART [replace]\n- 串口超时: enable RTS/CTS above 115200 baud\n- bench-3 cable replaced\n",
     )
     assert apply(daemon, ws, keep)["consolidation"]["counters"]["replay"]["checked"] == 1
+
+
+def test_compact_summarizes_archived_days_into_history_as_one_restorable_change(
+    daemon: Daemon, workspace: tuple[Path, str]
+) -> None:
+    root, ws = workspace
+    archive = root / "memory/archive"
+    archive.mkdir(parents=True)
+    for day in ("2026-01-02", "2026-01-03"):
+        (archive / f"{day}.md").write_text(f"## {day}\n\n## {day} 10:00 — decision\n- 串口 decision of {day}\n")
+    (archive / "2026-11-20.md").write_text("## 2026-11-20\n\n## 2026-11-20 10:00 — note\n- too recent\n")
+    params = {"workspace": ws, "older_than_days": 30, "now": "2026-11-25"}
+    dry = daemon.call("lifecycle.compact", {**params, "dry_run": True})
+    assert dry["dry_run"] and [f["path"] for f in dry["files"]] == [
+        "memory/archive/2026-01-02.md",
+        "memory/archive/2026-01-03.md",
+    ]
+    assert dry.get("request_id") is None and not (root / "memory/HISTORY.md").exists()
+    cli = daemon.memoryctl("compact", "--older-than-days", "30", "--dry-run", cwd=root)
+    assert "would compact 2 archived file(s)" in cli.stdout, cli.stderr
+    started_ = daemon.call("lifecycle.compact", params)
+    request = json.loads((root / started_["path"]).read_text())
+    assert request["consolidation"]["compact"] == [f["path"] for f in dry["files"]]
+    assert len(request["consolidation"]["daily_notes"]) == 2 and "COMPACTS" in request["instructions"]
+    # an answer without the history line it exists for is refused
+    with pytest.raises(RemoteError) as caught:
+        apply(daemon, ws, answer(started_["request_id"]))
+    assert caught.value.name == "MEMORY_COMPILE_INVALID"
+    done = apply(daemon, ws, answer(started_["request_id"], history_entry="January: UART decisions"))
+    history_md = (root / "memory/HISTORY.md").read_text()
+    assert history_md.endswith("(archive 2026-01-02 … 2026-01-03) January: UART decisions\n")
+    entry = next(e for e in history(root) if e["run_id"] == done["run_id"])
+    assert entry["kind"] == "compact" and entry["files"] == [f["path"] for f in dry["files"]]
+    rows_ = [r for r in rows(root, "lifecycle.jsonl") if r["action"] == "compact"]
+    assert [(r["dry_run"], r["files"]) for r in rows_] == [(True, 2), (True, 2), (False, 2)]  # API, CLI, apply
+    # compacted days are not offered again; the archived files are left as they were
+    assert daemon.call("lifecycle.compact", params)["files"] == []
+    assert (archive / "2026-01-02.md").exists()
+    daemon.call("restore", {"workspace": ws, "run_id": done["run_id"]})
+    assert not (root / "memory/HISTORY.md").exists()
+    assert len(daemon.call("lifecycle.compact", {**params, "dry_run": True})["files"]) == 2

@@ -20,12 +20,10 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from memoryd import ids
-from memoryd.curate import entries, policy, replay, rows, sectionmerge, state, steps
+from memoryd.curate import compact, entries, policy, replay, rows, sectionmerge, state, steps
+from memoryd.curate import curated as curated_items
 from memoryd.errors import AppError
-from memoryd.notes import items
 from memoryd.rules import journal
 from memoryd.rules.extension import CuratorPlan
 from memoryd.rules.models import ConsolidationMaterial, DailyNote, MemorySection
@@ -147,6 +145,7 @@ class Consolidator:
             daily_notes=notes,
             open_questions=self._open_questions(wr),
             retry=chunk.get("retry") if chunk.get("status") == "retry" else None,
+            compact=record.get("compact"),
         )
 
     def _open_questions(self, wr: WorkspaceRules) -> list[str]:
@@ -198,7 +197,10 @@ class Consolidator:
         for target, update in run.updates.items():
             update.current = text_of(root, TARGET_FILES[target])
             run.unseen[target] = bounded_sections(update.current, budget)[1]
-        steps.route(run)
+        if record.get("compact"):  # archived days into HISTORY.md: no daily sections, a history line needed
+            _compact_check(run)
+        else:
+            steps.route(run)
         if run.refused is not None:
             self._refuse_routing(wr, run, request_id, record, dry_run)
         steps.sanitize(run)
@@ -298,26 +300,35 @@ class Consolidator:
             content = entries.appended(current, run.today, run.daily_text)
             plan.writes.append(journal.FileWrite(daily_rel, content.encode("utf-8"), {"target": "daily"}))
             marked[daily_rel] += [entries.entry_id(daily_rel, h, t) for h, t in run.daily_entries]
+        compacted = [str(p) for p in record.get("compact") or []]
         if run.history is not None:
             history = text_of(root, HISTORY_FILE)
             if history and not history.endswith("\n"):
                 history += "\n"
-            line = f"- [{run.now.strftime('%Y-%m-%d %H:%M')}] {run.history}\n"
+            days = f"(archive {_day(compacted[0])} … {_day(compacted[-1])}) " if compacted else ""
+            line = f"- [{run.now.strftime('%Y-%m-%d %H:%M')}] {days}{run.history}\n"
             plan.writes.append(journal.FileWrite(HISTORY_FILE, (history + line).encode("utf-8"), {"target": "history"}))
-        curated = self._curated(root, run, request_id, now)
+        curated = curated_items.write(root, run, request_id, now)
         if curated is not None:
             plan.writes.append(curated)
         existing = {rel for rel in entries.daily_files(root, since=None)} | {daily_rel}
         consolidated = state.consolidated_write(state.load_consolidated(root), marked, existing)
         if consolidated != journal.read_bytes(root, state.CONSOLIDATED_FILE, state.MAX_BYTES):
             plan.writes.append(journal.FileWrite(state.CONSOLIDATED_FILE, consolidated, {"target": "bookkeeping"}))
+        if compacted:
+            done = compact.load_compacted(root)
+            plan.writes.append(
+                journal.FileWrite(
+                    compact.COMPACTED_FILE, compact.compacted_write(done, compacted), {"target": "compact"}
+                )
+            )
         state.chunk_record(progress, request_id, record, "applied", now)
         progress["chunks"][request_id].pop("retry", None)
         plan.bookkeeping.append(journal.FileWrite(state.PROGRESS_FILE, state.dumps(progress), record=False))
         outcomes = rows.outcomes(run)
         entry_count = sum(len(v) for v in marked.values()) - len(run.daily_entries)
         plan.entry = {
-            "kind": "consolidate",
+            "kind": "compact" if compacted else "consolidate",
             "entries": entry_count,
             "routing": run.routing,
             "outcomes": {t: o["outcome"] for t, o in outcomes.items()},
@@ -328,86 +339,30 @@ class Consolidator:
             "entries_consolidated": entry_count,
             "counters": {step: dict(c) for step, c in sorted(run.counters.items())},
         }
-        plan.after = lambda run_id: rows.write(root, run_id, run, run.daily_entries, outcomes)
+        if compacted:
+            plan.entry["files"] = compacted
+            files = [{"path": p, "bytes": len(journal.read_bytes(root, p, FILE_MAX_BYTES) or b"")} for p in compacted]
+
+            def after(run_id: str) -> None:
+                rows.write(root, run_id, run, [], outcomes)
+                compact.row(root, run_id, False, files)
+
+            plan.after = after
+        else:
+            plan.after = lambda run_id: rows.write(root, run_id, run, run.daily_entries, outcomes)
         return plan
 
-    def _curated(self, root: Path, run: steps.Run, request_id: str, now: str) -> journal.FileWrite | None:
-        """curated.jsonl with a line per bullet this consolidation added, confirmed with new evidence or another
-        confidence, or removed by [replace] (revision + 1 over the item's last line)."""
-        data, known = items.load_curated(root)
-        lines: list[bytes] = []
-        for target, update in run.updates.items():
-            merged = update.merged
-            if update.held is not None or merged is None:
-                continue
-            path = TARGET_FILES[target]
-            added = set()
-            for title, bullet in merged.added:
-                bullet_key = steps.key(bullet)
-                added.add((steps.title(title), bullet_key))
-                meta = update.meta.get((steps.title(title), bullet_key))
-                lines.append(
-                    _item_line(known, path, title, bullet_key, steps.SEEN.sub("", bullet), meta, run, request_id, now)
-                )
-            for (section, bullet_key), meta in update.meta.items():
-                item_id = items.curated_id(path, section, bullet_key)
-                old = known.get(item_id)
-                if (section, bullet_key) in added or old is None or old.get("deleted_at"):
-                    continue
-                evidence = sorted(set(old.get("evidence") or []) | set(meta.evidence))
-                if evidence != sorted(old.get("evidence") or []) or (
-                    meta.stated and meta.confidence != old.get("confidence")
-                ):
-                    lines.append(
-                        _revised(
-                            old,
-                            evidence=evidence,
-                            confidence=meta.confidence if meta.stated else old.get("confidence"),
-                            updated_at=now,
-                        )
-                    )
-            for title, bullet in merged.removed:
-                old = known.get(items.curated_id(path, steps.title(title), steps.key(bullet)))
-                if old is not None and not old.get("deleted_at"):
-                    lines.append(_revised(old, deleted_at=now, updated_at=now))
-        if not lines:
-            return None
-        if data and not data.endswith(b"\n"):
-            data += b"\n"  # a torn last line stays torn and skipped; ours start on a line of their own
-        return journal.FileWrite(items.CURATED_FILE, data + b"".join(lines), {"target": "items"})
+
+def _day(path: str) -> str:
+    return path.rsplit("/", 1)[-1].removesuffix(".md")
 
 
-def _item_line(
-    known: dict[str, dict[str, Any]],
-    path: str,
-    title: str,
-    bullet_key: str,
-    bullet: str,
-    meta: steps.Meta | None,
-    run: steps.Run,
-    request_id: str,
-    now: str,
-) -> bytes:
-    item_id = items.curated_id(path, steps.title(title), bullet_key)
-    old = known.get(item_id)
-    meta = meta or steps.Meta(sorted(set(run.cited)), steps.DEFAULT_CONFIDENCE, False)
-    record = {
-        "id": item_id,
-        "path": path,
-        "heading": title,
-        "first_line": bullet.strip(),
-        "created_at": old.get("created_at", now) if old else now,
-        "updated_at": now,
-        "confidence": meta.confidence,
-        "evidence": meta.evidence,
-        "metadata": {"request_id": request_id, "stated": meta.stated},
-        "revision": int(old.get("revision", 1)) + 1 if old else 1,
-    }
-    return orjson.dumps(record) + b"\n"
-
-
-def _revised(old: dict[str, Any], **changes: Any) -> bytes:
-    record = {k: v for k, v in old.items() if k not in ("deleted_at", "deleted_run") or v is not None}
-    record.update(changes)
-    record["revision"] = int(old.get("revision", 1)) + 1
-    return orjson.dumps(record) + b"\n"
+def _compact_check(run: steps.Run) -> None:
+    """A compaction's answer must carry the history line it exists for."""
+    if run.history is None:
+        raise AppError(
+            "MEMORY_COMPILE_INVALID",
+            "1 violation(s); nothing was written",
+            violations=[{"pointer": "/history_entry", "reason": "a compaction's answer needs a history_entry"}],
+            count=1,
+        )

@@ -9,8 +9,10 @@ way round).
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
+from memoryd.curate import compact
 from memoryd.curate.consolidate import Consolidator
 from memoryd.notes.service import NotesService
 from memoryd.rules import api as m
@@ -52,3 +54,18 @@ class CurateService:
     ) -> m.ApplyResult:
         async with self.notes.get_notes(ws).write_lock:
             return await self.rules.apply(ws, response=response, path=path, dry_run=dry_run, curator=self.curator)
+
+    async def compact(
+        self, ws: Workspace, *, older_than_days: int | None, dry_run: bool, today: date | None = None
+    ) -> compact.Compact:
+        return await self.rules.locked(
+            ws,
+            lambda wr: compact.compact(
+                self.rules.settings,
+                wr,
+                self.curator,
+                older_than_days=older_than_days,
+                dry_run=dry_run,
+                today=today,
+            ),
+        )

@@ -79,6 +79,14 @@ This request also consolidates daily notes (`consolidation`). Besides the rules 
 """
 
 
+COMPACT_INSTRUCTIONS = """
+This request COMPACTS archived days (`consolidation.compact`): answer with a `history_entry` of one line
+summarizing what those days did and decided (it is appended to HISTORY.md; the archived files stay until their
+TTL). `memory_update` is optional (durable facts the archive holds that MEMORY.md lacks); daily_sections are not
+used.
+"""
+
+
 @cache
 def response_schema() -> dict[str, Any]:
     schema = CompileResponse.model_json_schema()

@@ -176,6 +176,11 @@ class ConsolidationMaterial(Wire):
     retry: str | None = Field(
         default=None, description="Set when an earlier answer to this request was refused: what it lacked."
     )
+    compact: list[str] | None = Field(
+        default=None,
+        description="lifecycle.compact: the archived daily files these notes come from; the answer's history_entry "
+        "summarizes them for HISTORY.md.",
+    )
 
 
 class Rule(Wire):

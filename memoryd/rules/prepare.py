@@ -177,9 +177,8 @@ def _request(
     )
     material = curator.material(wr, record) if curator is not None and record.get("entries") else None
     if material is not None:
-        request = request.model_copy(
-            update={"consolidation": material, "instructions": comp.INSTRUCTIONS + comp.CONSOLIDATION_INSTRUCTIONS}
-        )
+        extra = comp.CONSOLIDATION_INSTRUCTIONS + (comp.COMPACT_INSTRUCTIONS if material.compact else "")
+        request = request.model_copy(update={"consolidation": material, "instructions": comp.INSTRUCTIONS + extra})
     rel = f"{REQUESTS_DIR}/{rid}/compile_request.json"
     data = request.model_dump(mode="json", exclude_none=True)
     atomic_write(wr.root / rel, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n", root=wr.root)

@@ -58,6 +58,7 @@ VERBS = {
     "observe": "record one observation (evidence)",
     "compile": "evidence to rules: prepare a request for the LLM, apply its response",
     "consolidate": "daily notes into MEMORY.md through the host's model: prepare a request, --apply its answers",
+    "compact": "archived daily files into a HISTORY.md line through the host's model (answer with consolidate --apply)",
     "resolve": "merged facts for a model and firmware version, and why",
     "rules": "search, show and diff rules",
     "timeline": "observations, remembered entries and changes, newest first",
@@ -69,7 +70,7 @@ VERBS = {
 NOTES = ("status", "init", "remember", "search", "get", "index", "validate", "context", "forget", "restore")
 RULES = ("observe", "compile", "resolve", "rules", "timeline", "candidates")
 ADMIN = ("ping", "workspace", "mcp", "install", "hook")
-CURATE = ("consolidate",)
+CURATE = ("consolidate", "compact")
 AUDIT = ("audit",)
 
 

@@ -30,6 +30,10 @@ QUICK: dict[str, Spec] = {}
 
 
 def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    if verb == "compact":
+        p.add_argument("--older-than-days", type=int, metavar="N", help="archived days older than N days (default 30)")
+        p.add_argument("--dry-run", action="store_true", help="list the files and bytes only; hand out no request")
+        return
     p.add_argument(
         "--apply", nargs="+", metavar="FILE", help="apply these answers (compile responses) in order; - = stdin"
     )
@@ -45,6 +49,12 @@ def local(args: Args, path: str, timeout: float) -> int | None:
 
 def call(args: Args) -> tuple[str, dict[str, Any]]:
     params: dict[str, Any] = {"workspace": workspace_of(args)}
+    if args.verb == "compact":
+        if args.older_than_days is not None:
+            params["older_than_days"] = args.older_than_days
+        if args.dry_run:
+            params["dry_run"] = True
+        return "lifecycle.compact", params
     if args.apply:
         if args.out or args.since or args.restart:
             raise Usage(
@@ -74,6 +84,8 @@ def _answer(source: str) -> dict[str, Any]:
 
 
 def exchange(conn: Connection, args: Args, method: str, params: dict[str, Any]) -> Any:
+    if method == "lifecycle.compact":
+        return conn.call(method, params)
     if method == "compile.prepare":
         result = conn.call(method, params)
         if args.out and result.get("request_id"):
@@ -112,6 +124,8 @@ def exit_code(args: Args, result: Any) -> int:
 
 
 def render(args: Args, result: Any) -> str:
+    if args.verb == "compact":
+        return _render_compact(result)
     if "applied" in result:
         return "\n\n".join(_render_apply(r) for r in result["applied"])
     return _render_prepare(result, args.out)
@@ -161,4 +175,21 @@ def _render_apply(result: dict[str, Any]) -> str:
         lines.append(f"  daily notes consolidated: {consolidation.get('entries_consolidated', 0)}")
     lines.extend(f"  {w['action']:<9} {w['path']}" for w in result.get("writes", []) if w["action"] != "unchanged")
     lines.extend(f"  warning: {w}" for w in result.get("warnings", []))
+    return "\n".join(lines)
+
+
+def _render_compact(result: dict[str, Any]) -> str:
+    files = result.get("files") or []
+    if not files:
+        return "nothing to compact (no archived days that old, or all compacted)"
+    total = sum(f["bytes"] for f in files)
+    lines = [f"{'would compact' if result['dry_run'] else 'compacting'} {len(files)} archived file(s), {total} bytes:"]
+    lines += [f"  {f['path']}  {f['bytes']}" for f in files]
+    if result.get("remaining"):
+        lines.append(f"  ({result['remaining']} more for the next compact)")
+    if result.get("request_id"):
+        lines.append(f"request {result['request_id']}  ({result['path']})")
+        lines.append(
+            "next: have the host's model answer it with a history_entry, then `memoryctl consolidate --apply FILE`"
+        )
     return "\n".join(lines)
