@@ -481,3 +481,42 @@ def test_compact_summarizes_archived_days_into_history_as_one_restorable_change(
     daemon.call("restore", {"workspace": ws, "run_id": done["run_id"]})
     assert not (root / "memory/HISTORY.md").exists()
     assert len(daemon.call("lifecycle.compact", {**params, "dry_run": True})["files"]) == 2
+
+
+def test_crafted_consolidation_files_never_crash_hang_or_escape(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    import os
+
+    root, ws = workspace
+    remember(daemon, ws, "a note")
+    curate = root / "data/memory/curate"
+    curate.mkdir(parents=True)
+    # progress.json a FIFO, then garbage: read as no progress (it only says where a batch stood)
+    os.mkfifo(curate / "progress.json")
+    assert prepare(daemon, ws)["entry_count"] == 1
+    (curate / "progress.json").unlink()
+    (curate / "progress.json").write_text('{"chunks": {"../../x": 1}}')
+    assert prepare(daemon, ws)["resumed"]
+    # consolidated.json naming a path outside the daily files: refused with a hint, nothing guessed
+    (curate / "consolidated.json").write_text(json.dumps({"files": {"../../etc/passwd": ["dn_" + "0" * 20]}}))
+    with pytest.raises(RemoteError) as caught:
+        prepare(daemon, ws, restart=True)
+    assert caught.value.name == "MEMORY_FILE_REFUSED" and "consolidated.json" in caught.value.hint
+    (curate / "consolidated.json").unlink()
+    # a compile state whose request names an entry outside memory/: the state is refused, never read through
+    state_file = root / "data/memory/compile/state.json"
+    crafted = json.loads(state_file.read_text())
+    record = next(iter(crafted["requests"].values()))
+    record["entries"] = ["../../../etc/passwd#dn_" + "0" * 20]
+    state_file.write_text(json.dumps(crafted))
+    with pytest.raises(RemoteError) as caught:
+        prepare(daemon, ws)
+    assert caught.value.name == "MEMORY_FILE_REFUSED"
+    state_file.unlink()
+    # a daily file that is a FIFO or a symlink out of the workspace is skipped, the others offered
+    os.mkfifo(root / "memory/2000-01-01.md")
+    outside = short_tmp("out") / "secret.md"
+    outside.write_text("## 2000-01-02 10:00 — note\n- secret outside\n")
+    os.symlink(outside, root / "memory/2000-01-02.md")
+    request = prepare(daemon, ws, since="1999-01-01")
+    texts = [n["text"] for n in request["request"]["consolidation"]["daily_notes"]]
+    assert texts == ["- a note"]

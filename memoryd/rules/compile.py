@@ -146,6 +146,9 @@ def load_state(data: bytes | None) -> dict[str, Any]:
 
 
 _REQUEST_ID = re.compile(r"cr_[0-9A-Za-z]{1,64}")
+# a daily entry a request holds (memoryd.curate): its daily file (or archived day) and its id
+_ENTRY = re.compile(r"memory/(?:archive/)?\d{4}-\d{2}-\d{2}\.md#dn_[0-9a-f]{20}")
+_ARCHIVED = re.compile(r"memory/archive/\d{4}-\d{2}-\d{2}\.md")
 _RECORD_TYPES = {"status": str, "batch_id": str, "index": int, "of": int, "filters": dict, "observation_ids": list}
 
 
@@ -171,8 +174,11 @@ def _state_problem(state: Any) -> str | None:
         if not all(isinstance(i, str) for i in record["observation_ids"]):
             return f"request {rid}: observation_ids"
         entries = record.get("entries", [])
-        if not isinstance(entries, list) or not all(isinstance(i, str) for i in entries):
+        if not isinstance(entries, list) or not all(isinstance(i, str) and _ENTRY.fullmatch(i) for i in entries):
             return f"request {rid}: entries"
+        compact = record.get("compact", [])
+        if not isinstance(compact, list) or not all(isinstance(p, str) and _ARCHIVED.fullmatch(p) for p in compact):
+            return f"request {rid}: compact"
     return None
 
 
