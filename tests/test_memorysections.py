@@ -61,7 +61,7 @@ def test_the_structure_found() -> None:
     assert [b.text for b in prefs.bullets] == ["用中文回答", "Use pnpm, never npm.\n  (the lockfile is pnpm-lock.yaml)"]
     project = doc.sections[1]
     assert [b.text for b in project.bullets] == ["KX-200 talks 115200 baud"]  # the fenced lines are lines
-    assert sum(1 for b in project.blocks if not b.bullet) == 6
+    assert [len(b.lines) for b in project.blocks if not b.bullet] == [1, 4, 1]  # the fence is one block
     assert doc.sections[2].blocks == [] or all(not b.bullet for b in doc.sections[2].blocks)
     assert doc.sections[3].bullets[0].seen == "2026-01-10"
     assert bullets(MEMORY)[0] == ("User Preferences", "用中文回答")

@@ -11,7 +11,8 @@ The model, line by line (lines split at ``\\n`` only; a line keeps its ending, `
   indented under it; blank lines belong to it when an indented line follows them;
 * every other line is a **line** of its section, kept as it is;
 * nothing inside a code fence (```` ``` ```` or ``~~~``) or an HTML comment (``<!-- … -->``) is a heading or a
-  bullet of its own: a fence or comment that opens in a bullet belongs to that bullet to its end.
+  bullet of its own: a fence or comment belongs, to its end, to the bullet it opens in, or else is one block
+  with the line that opens it (a merge moves it whole, never puts a bullet inside it).
 
 Standard library only: the daemon (``memoryd.curate``) and the client's git merge driver (``memoryctl
 merge-file``) both import it.
@@ -47,7 +48,8 @@ BOM = "\ufeff"
 
 
 class Block:
-    """A bullet (its first line and the lines under it) or one other line, as raw lines with their endings."""
+    """A bullet (its first line and the lines under it) or one other line (with the lines of a fence or comment it
+    opens), as raw lines with their endings."""
 
     __slots__ = ("_key", "bullet", "lines")
 
@@ -75,9 +77,9 @@ class Block:
 
     @property
     def key(self) -> str:
-        """What makes two bullets the same (``bullet_key`` of the text); a line's key is its text."""
+        """What makes two bullets the same (``bullet_key`` of the text); other lines' key is their text."""
         if self._key is None:
-            self._key = bullet_key(self.text) if self.bullet else _body(self.lines[0])
+            self._key = bullet_key(self.text) if self.bullet else "\n".join(_body(line) for line in self.lines)
         return self._key
 
     @property
@@ -282,8 +284,8 @@ class _Parser:
             self.bullet.lines.extend(self.held)
             self.held = []
             self.bullet.lines.append(line)
-        else:
-            self.section.blocks.append(Block([line], False))
+        else:  # the fence or comment is one block with the line that opened it
+            self.section.blocks[-1].lines.append(line)
         if self.fence is not None:
             if _fence_closed(body, self.fence):
                 self.fence = None

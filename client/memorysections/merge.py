@@ -99,11 +99,9 @@ def close_open(doc: Document, eol: str) -> None:
         return
     last = (doc.sections or [doc.preamble])[-1]
     _end_line(last, eol)
-    if last.blocks and last.blocks[-1].bullet:  # opened in the bullet: closed in it, and goes with it
-        last.blocks[-1].lines.append("  " + doc.open_at_end + eol)
-        last.blocks[-1]._key = None
-    else:
-        last.blocks.append(Block([doc.open_at_end + eol], False))
+    block = last.blocks[-1]  # what is open at the end is the last block's: a bullet or the lines that opened it
+    block.lines.append(("  " if block.bullet else "") + doc.open_at_end + eol)
+    block._key = None
     doc.open_at_end = ""
 
 
@@ -211,18 +209,20 @@ class _Merger:
         """A section the file does not have, at its end: its heading without the mark, then its lines."""
         heading = f"## {group.title}".rstrip(" ") + self.eol
         blocks: list[Block] = []
-        taken: set[str] = set()
+        taken: dict[str, Block] = {}
         for block in group.blocks:
+            copy = self.copy(block)
             if block.bullet:
                 if not block.key:
                     self.ignored += 1
                     continue
-                if block.key in taken:
+                if block.key in taken:  # the newer seen date of the two is written
                     self.duplicates += 1
+                    refresh_seen(taken[block.key], block.seen, self.eol)
                     continue
-                taken.add(block.key)
+                taken[block.key] = copy
                 self.added.append((group.title, block.text))
-            blocks.append(self.copy(block))
+            blocks.append(copy)
         if group.replace:  # as a [replace] of the section would leave it: its bullets together where the first was
             first = next((i for i, b in enumerate(blocks) if b.bullet), len(blocks))
             rest = [b for b in blocks[first:] if not b.bullet]

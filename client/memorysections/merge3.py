@@ -19,7 +19,8 @@ from collections.abc import Callable, Hashable, Sequence
 from difflib import SequenceMatcher
 from typing import TypeVar
 
-from memorysections.document import Block, Section, parse
+from memorysections.document import BOM, Block, Document, Section, parse
+from memorysections.merge import close_open
 
 __all__ = ["merge3"]
 
@@ -35,18 +36,46 @@ def merge3(base: str, ours: str, theirs: str) -> str:
         return theirs
     b, o, t = parse(base), parse(ours), parse(theirs)
     eol = o.eol if ours else t.eol
+    for doc in (b, o, t):  # a fence or comment a side leaves open would swallow what the other side puts after it
+        close_open(doc, doc.eol)
+        _drop_bom(doc)
+    ends = {id(_last(doc)) for doc in (o, t)}
     preamble = Section(None, _merge_blocks(b.preamble.blocks, o.preamble.blocks, t.preamble.blocks))
     sections = _merge_sections(b.sections, o.sections, t.sections)
     lines: list[str] = []
+    last: object = None
     for section in [preamble, *sections]:
         if section.heading is not None:
+            if id(last) in ends and lines and lines[-1].strip():  # a side's end now followed by a section
+                lines[-1] = lines[-1] if lines[-1].endswith("\n") else lines[-1] + eol
+                lines.append(eol)
             lines.append(section.heading)
+            last = section
         for block in section.blocks:
             lines.extend(block.lines)
+            last = block
     for i in range(len(lines) - 1):  # a side's last line, without an ending, may no longer be last
         if not lines[i].endswith("\n"):
             lines[i] += eol
+    if lines and (ours if ours else theirs).startswith(BOM):
+        lines[0] = BOM + lines[0]
     return "".join(lines)
+
+
+def _drop_bom(doc: Document) -> None:
+    """The BOM off a document's first line (that line may not be first in the merge; the result gets ours')."""
+    if doc.preamble.blocks:
+        block = doc.preamble.blocks[0]
+        block.lines[0] = block.lines[0].removeprefix(BOM)
+        block._key = None
+    elif doc.sections and doc.sections[0].heading is not None:
+        doc.sections[0].heading = doc.sections[0].heading.removeprefix(BOM)
+
+
+def _last(doc: Document) -> object:
+    """The document's last block (or heading-only section): what ends the file."""
+    section = (doc.sections or [doc.preamble])[-1]
+    return section.blocks[-1] if section.blocks else section
 
 
 # --- units ------------------------------------------------------------------------------------------------------
