@@ -48,6 +48,21 @@ def test_render_of_parse_is_the_identity_on_any_text(text: str) -> None:
     assert render(parse(text)) == text
 
 
+@settings(max_examples=300)
+@given(markdown())
+def test_each_section_read_alone_is_itself(text: str) -> None:
+    """The headings found at once (parse) and the lines read one by one (a section's blocks) agree: a section's
+    text parses to that one section, with nothing left open but at the end of the file."""
+    doc = parse(text)
+    for i, section in enumerate(doc.all_sections()):
+        alone = parse(section.raw)
+        assert len(alone.sections) == (0 if section.heading is None else 1)
+        if i < len(doc.sections):
+            assert alone.open_at_end == ""
+        assert render(alone) == section.raw
+        assert [b.raw for b in alone.all_sections()[-1].blocks] == [b.raw for b in section.blocks]
+
+
 def test_the_structure_found() -> None:
     doc = parse(MEMORY)
     assert [s.title for s in doc.sections] == ["User Preferences", "Project", "Empty", "Tools"]

@@ -90,17 +90,37 @@ class Block:
 
 
 class Section:
-    """A ``##`` section: its heading line (None for the preamble) and its blocks."""
+    """A ``##`` section: its heading line (None for the preamble) and its blocks.
 
-    __slots__ = ("_raw", "blocks", "heading")
+    A parsed section keeps its text and parses it into blocks only when they are asked for: a merge of two large
+    files compares most sections as text and never needs their bullets."""
 
-    def __init__(self, heading: str | None, blocks: list[Block] | None = None) -> None:
+    __slots__ = ("_blocks", "_body", "heading")
+
+    def __init__(self, heading: str | None, blocks: list[Block] | None = None, body: str | None = None) -> None:
         self.heading = heading
-        self.blocks: list[Block] = [] if blocks is None else blocks
-        self._raw: str | None = None
+        self._blocks = blocks if blocks is not None or body is not None else []
+        self._body = body  # the text of the blocks, until they are parsed
 
     def __repr__(self) -> str:
         return f"Section({self.heading!r}, {len(self.blocks)} blocks)"
+
+    @property
+    def blocks(self) -> list[Block]:
+        if self._blocks is None:
+            self._blocks = _blocks(self._body or "", bom=self.heading is None)
+            self._body = None
+        return self._blocks
+
+    @blocks.setter
+    def blocks(self, blocks: list[Block]) -> None:
+        self._blocks = blocks
+        self._body = None
+
+    @property
+    def parsed(self) -> bool:
+        """Its blocks have been read (or were given), rather than kept as text."""
+        return self._blocks is not None
 
     @property
     def title(self) -> str:
@@ -124,39 +144,28 @@ class Section:
 
     @property
     def raw(self) -> str:
-        """The section's text (computed once: a section is not changed after its raw text was asked for)."""
-        if self._raw is None:
-            self._raw = (self.heading or "") + "".join(line for b in self.blocks for line in b.lines)
-        return self._raw
+        """The section's text: its heading and its blocks' lines."""
+        body = self._body if self._blocks is None else "".join(line for b in self._blocks for line in b.lines)
+        return (self.heading or "") + (body or "")
 
 
 class Document:
     """A parsed file: the preamble (the lines before the first heading) and the sections in order.
 
     ``open_at_end`` names what the file leaves open at its end (a code fence's closing line, or ``-->``), ''
-    when nothing is: anything appended after it would be swallowed by it."""
+    when nothing is: anything appended after it would be swallowed by it. ``eol`` is the line ending of the
+    file's first line (``\\n`` when it has none)."""
 
-    __slots__ = ("open_at_end", "preamble", "sections")
+    __slots__ = ("eol", "open_at_end", "preamble", "sections")
 
-    def __init__(self, preamble: Section, sections: list[Section], open_at_end: str = "") -> None:
+    def __init__(self, preamble: Section, sections: list[Section], open_at_end: str = "", eol: str = "\n") -> None:
         self.preamble = preamble
         self.sections = sections
         self.open_at_end = open_at_end
+        self.eol = eol
 
     def __repr__(self) -> str:
         return f"Document({len(self.preamble.blocks)} preamble blocks, {len(self.sections)} sections)"
-
-    @property
-    def eol(self) -> str:
-        """The line ending the file uses: that of its first line (``\\n`` when it has none)."""
-        for section in (self.preamble, *self.sections):
-            lines = ([section.heading] if section.heading is not None else []) + [
-                line for b in section.blocks for line in b.lines
-            ]
-            for line in lines:
-                if line.endswith("\n"):
-                    return "\r\n" if line.endswith("\r\n") else "\n"
-        return "\n"
 
     def all_sections(self) -> list[Section]:
         return [self.preamble, *self.sections]
@@ -241,12 +250,11 @@ def _comment_opened(content: str) -> bool:
 
 
 class _Parser:
-    """The line-by-line state: open fence or comment, the current section and bullet, blank lines on hold."""
+    """The blocks of one section's lines (``parse`` has found the headings): the open fence or comment, the
+    current bullet, blank lines on hold."""
 
     def __init__(self) -> None:
-        self.preamble = Section(None)
-        self.sections: list[Section] = []
-        self.section = self.preamble
+        self.out: list[Block] = []
         self.bullet: Block | None = None
         self.held: list[str] = []  # blank lines after a bullet: its own if an indented line follows
         self.fence: tuple[str, int] | None = None
@@ -255,15 +263,10 @@ class _Parser:
     def feed(self, line: str, body: str) -> None:
         if self.fence is not None or self.comment:
             self._opaque(line, body)
-        elif body[:1] in ("#", " ") and _HEADING.match(body):
-            self._release()
-            self.bullet = None
-            self.section = Section(line)
-            self.sections.append(self.section)
         elif body[:2] in _MARKERS:
             self._release()
             self.bullet = Block([line], True)
-            self.section.blocks.append(self.bullet)
+            self.out.append(self.bullet)
             self._open(body[2:])
         elif self.bullet is not None and not body.strip():
             self.held.append(line)
@@ -275,7 +278,7 @@ class _Parser:
         else:
             self._release()
             self.bullet = None
-            self.section.blocks.append(Block([line], False))
+            self.out.append(Block([line], False))
             self._open(body)
 
     def _opaque(self, line: str, body: str) -> None:
@@ -285,7 +288,7 @@ class _Parser:
             self.held = []
             self.bullet.lines.append(line)
         else:  # the fence or comment is one block with the line that opened it
-            self.section.blocks[-1].lines.append(line)
+            self.out[-1].lines.append(line)
         if self.fence is not None:
             if _fence_closed(body, self.fence):
                 self.fence = None
@@ -301,28 +304,86 @@ class _Parser:
     def _release(self) -> None:
         """Blank lines held after a bullet become lines of the section."""
         if self.held:
-            self.section.blocks.extend(Block([line], False) for line in self.held)
+            self.out.extend(Block([line], False) for line in self.held)
             self.held = []
 
-    def document(self) -> Document:
+    def blocks(self) -> list[Block]:
         self._release()
-        open_at_end = ""
-        if self.fence is not None:
-            open_at_end = self.fence[0] * self.fence[1]
-        elif self.comment:
-            open_at_end = "-->"
-        return Document(self.preamble, self.sections, open_at_end)
+        return self.out
+
+
+def _blocks(body: str, bom: bool) -> list[Block]:
+    """The blocks of a section's text (its lines after the heading; ``bom``: the file's first lines)."""
+    parser = _Parser()
+    for i, line in enumerate(_split(body)):
+        text = _body(line)
+        if i == 0 and bom and text.startswith(BOM):
+            text = text[1:]
+        parser.feed(line, text)
+    return parser.blocks()
+
+
+def _line_starts(text: str, token: str, out: set[int]) -> None:
+    """The start of every line holding ``token``."""
+    at = text.find(token)
+    while at >= 0:
+        start = text.rfind("\n", 0, at) + 1
+        out.add(start)
+        end = text.find("\n", at)
+        if end < 0:
+            return
+        at = text.find(token, end)
+
+
+def _candidates(text: str) -> list[int]:
+    """Where the lines start that can open or close a fence or comment, or be a heading (str.find: the rest of
+    a large file is never looked at line by line)."""
+    starts: set[int] = {0}
+    for token in ("```", "~~~", "<!--", "-->"):
+        _line_starts(text, token, starts)
+    for token in ("\n##", "\n ##", "\n  ##", "\n   ##"):
+        at = text.find(token)
+        while at >= 0:
+            starts.add(at + 1)
+            at = text.find(token, at + 1)
+    return sorted(starts)
 
 
 def parse(text: str) -> Document:
     """The document of ``text`` (any text: ``render`` gives it back exactly)."""
-    parser = _Parser()
-    for i, line in enumerate(_split(text)):
-        body = _body(line)
-        if i == 0 and body.startswith(BOM):
-            body = body[1:]
-        parser.feed(line, body)
-    return parser.document()
+    headings: list[tuple[int, int]] = []  # (start, end) of each heading line
+    fence: tuple[str, int] | None = None
+    comment = False
+    for start in _candidates(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end + 1
+        body = _body(text[start:end])
+        if start == 0:
+            body = body.removeprefix(BOM)
+        if fence is not None:
+            if _fence_closed(body, fence):
+                fence = None
+        elif comment:
+            if "-->" in body:
+                comment = _comment_opened(body[body.index("-->") + 3 :])
+        elif body[:1] in ("#", " ") and _HEADING.match(body):
+            headings.append((start, end))
+        else:  # what the line-by-line parser does with a line that is not a heading (see _Parser._open)
+            content = body[2:] if body[:2] in _MARKERS else body
+            if "`" in content or "~" in content:
+                fence = _fence_opened(content)
+            if fence is None and "<!--" in content:
+                comment = _comment_opened(content)
+    first = headings[0][0] if headings else len(text)
+    preamble = Section(None, body=text[:first])
+    sections = []
+    for i, (start, end) in enumerate(headings):
+        stop = headings[i + 1][0] if i + 1 < len(headings) else len(text)
+        sections.append(Section(text[start:end], body=text[end:stop]))
+    open_at_end = fence[0] * fence[1] if fence is not None else "-->" if comment else ""
+    newline = text.find("\n")
+    eol = "\r\n" if newline > 0 and text[newline - 1] == "\r" else "\n"
+    return Document(preamble, sections, open_at_end, eol)
 
 
 def render(doc: Document) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Sequence
 from difflib import SequenceMatcher
 from typing import TypeVar
 
-from memorysections.document import BOM, Block, Document, Section, parse
+from memorysections.document import BOM, Block, Document, Section, parse, title_key
 from memorysections.merge import close_open
 
 __all__ = ["merge3"]
@@ -39,27 +39,65 @@ def merge3(base: str, ours: str, theirs: str) -> str:
     for doc in (b, o, t):  # a fence or comment a side leaves open would swallow what the other side puts after it
         close_open(doc, doc.eol)
         _drop_bom(doc)
-    ends = {id(_last(doc)) for doc in (o, t)}
+    ends = _ends(o, t)
     preamble = Section(None, _merge_blocks(b.preamble.blocks, o.preamble.blocks, t.preamble.blocks))
     sections = _merge_sections(b.sections, o.sections, t.sections)
-    lines: list[str] = []
-    last: object = None
+    chunks: list[str] = []
+    previous: Section | None = None
     for section in [preamble, *sections]:
-        if section.heading is not None:
-            if id(last) in ends and lines and lines[-1].strip():  # a side's end now followed by a section
-                lines[-1] = lines[-1] if lines[-1].endswith("\n") else lines[-1] + eol
-                lines.append(eol)
-            lines.append(section.heading)
-            last = section
-        for block in section.blocks:
-            lines.extend(block.lines)
-            last = block
-    for i in range(len(lines) - 1):  # a side's last line, without an ending, may no longer be last
+        text = _text(section, eol)
+        if not text:
+            continue
+        if chunks and not chunks[-1].endswith("\n"):  # a side's last line, without an ending, is no longer last
+            chunks[-1] += eol
+        if (  # what ended a side's file is now followed by a section: a blank line between them
+            section.heading is not None
+            and previous is not None
+            and _ends_file(previous, ends)
+            and _last_line(chunks[-1]).strip()
+        ):
+            chunks.append(eol)
+        chunks.append(text)
+        previous = section
+    if chunks and (ours if ours else theirs).startswith(BOM):
+        chunks[0] = BOM + chunks[0]
+    return "".join(chunks)
+
+
+def _text(section: Section, eol: str) -> str:
+    """A section's text; in one merged from both sides, every line but its last ends with a line ending."""
+    if not section.parsed:
+        return section.raw
+    lines = ([section.heading] if section.heading is not None else []) + [
+        line for block in section.blocks for line in block.lines
+    ]
+    for i in range(len(lines) - 1):
         if not lines[i].endswith("\n"):
             lines[i] += eol
-    if lines and (ours if ours else theirs).startswith(BOM):
-        lines[0] = BOM + lines[0]
     return "".join(lines)
+
+
+def _last_line(text: str) -> str:
+    body = text[:-1] if text.endswith("\n") else text
+    body = body[:-1] if body.endswith("\r") else body
+    return body[body.rfind("\n") + 1 :]
+
+
+def _ends(*docs: Document) -> set[int]:
+    """What ends each side's file: its last section and that section's last block (by identity)."""
+    out: set[int] = set()
+    for doc in docs:
+        last = (doc.sections or [doc.preamble])[-1]
+        out.add(id(last))
+        if last.blocks:
+            out.add(id(last.blocks[-1]))
+    return out
+
+
+def _ends_file(section: Section, ends: set[int]) -> bool:
+    if id(section) in ends:
+        return True
+    return section.parsed and bool(section.blocks) and id(section.blocks[-1]) in ends
 
 
 def _drop_bom(doc: Document) -> None:
@@ -70,12 +108,6 @@ def _drop_bom(doc: Document) -> None:
         block._key = None
     elif doc.sections and doc.sections[0].heading is not None:
         doc.sections[0].heading = doc.sections[0].heading.removeprefix(BOM)
-
-
-def _last(doc: Document) -> object:
-    """The document's last block (or heading-only section): what ends the file."""
-    section = (doc.sections or [doc.preamble])[-1]
-    return section.blocks[-1] if section.blocks else section
 
 
 # --- units ------------------------------------------------------------------------------------------------------
@@ -101,12 +133,20 @@ def _pick_block(base: Block | None, ours: Block, theirs: Block) -> Block:
     return theirs if st is not None and (so is None or st > so) else ours
 
 
-def _section_keys(sections: Sequence[Section]) -> list[Hashable]:
+def _title_key(section: Section, cache: dict[str, str]) -> str:
+    heading = section.heading or ""
+    key = cache.get(heading)
+    if key is None:
+        key = cache[heading] = title_key(section.title)
+    return key
+
+
+def _section_keys(sections: Sequence[Section], cache: dict[str, str]) -> list[Hashable]:
     """(title key, n): the n-th section of a title matches the n-th on the other side."""
-    counts: dict[str | None, int] = {}
+    counts: dict[str, int] = {}
     keys: list[Hashable] = []
     for s in sections:
-        k = s.key
+        k = _title_key(s, cache)
         n = counts.get(k, 0)
         counts[k] = n + 1
         keys.append((k, n))
@@ -150,13 +190,14 @@ def _merge_blocks(base: list[Block], ours: list[Block], theirs: list[Block]) -> 
 
 
 def _merge_sections(base: list[Section], ours: list[Section], theirs: list[Section]) -> list[Section]:
-    keys = [_section_keys(side) for side in (base, ours, theirs)]
+    cache: dict[str, str] = {}  # heading line → title key: the three sides' headings are mostly the same lines
+    keys = [_section_keys(side, cache) for side in (base, ours, theirs)]
     merged = _diff3(base, ours, theirs, keys, _section_raw, _pick_section)
     # a section theirs added under a title ours also added elsewhere: its bullets go into ours'
-    by_key: dict[Hashable, int] = {}
+    by_key: dict[str, int] = {}
     out: list[Section] = []
     for section, origin in merged:
-        key = section.key
+        key = _title_key(section, cache)
         if origin == THEIRS and key in by_key:
             i = by_key[key]
             out[i] = _pick_section(None, out[i], section)
