@@ -39,6 +39,7 @@ _CLOSING = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
 _REPLACE = re.compile(r"[ \t]*[\[［][ \t]*replace[ \t]*[\]］][ \t]*$", re.IGNORECASE)
 _TRAILING_COMMENT = re.compile(r"[ \t]*<!--.*?-->[ \t]*$")
 SEEN = re.compile(r"<!--[ \t]*seen:[ \t]*(\d{4}-\d{2}-\d{2})[ \t]*-->")
+_COMMENT_OPENS = re.compile(r"<!--(?![^\n]*-->)")  # a comment its line does not close
 _FENCE_ONLY = re.compile(r"[ \t]*(?:`{3,}|~{3,})[ \t]*$")
 _MARKERS = frozenset({"- ", "-\t", "* ", "*\t", "+ ", "+\t"})
 # What ends a sentence (after NFKC: full-width ，；：！？ are their ASCII forms by then).
@@ -323,64 +324,94 @@ def _blocks(body: str, bom: bool) -> list[Block]:
     return parser.blocks()
 
 
-def _line_starts(text: str, token: str, out: set[int]) -> None:
-    """The start of every line holding ``token``."""
-    at = text.find(token)
-    while at >= 0:
-        start = text.rfind("\n", 0, at) + 1
-        out.add(start)
-        end = text.find("\n", at)
-        if end < 0:
-            return
-        at = text.find(token, end)
+def _line_at(text: str, at: int) -> tuple[int, int]:
+    """(start, end) of the line holding position ``at`` (end: after its ``\\n``, or the text's end)."""
+    end = text.find("\n", at)
+    return text.rfind("\n", 0, at) + 1, len(text) if end < 0 else end + 1
 
 
 def _candidates(text: str) -> list[int]:
-    """Where the lines start that can open or close a fence or comment, or be a heading (str.find: the rest of
-    a large file is never looked at line by line)."""
+    """Where the lines start that can be a heading or open a fence or a comment, found with str.find and one
+    regular expression: the rest of a large file is never looked at line by line. (A line that closes a fence or
+    a comment is looked for from the line that opened it; a comment opened and closed on its line, as the
+    ``<!-- seen: … -->`` markers are, changes nothing.)"""
     starts: set[int] = {0}
-    for token in ("```", "~~~", "<!--", "-->"):
-        _line_starts(text, token, starts)
     for token in ("\n##", "\n ##", "\n  ##", "\n   ##"):
         at = text.find(token)
         while at >= 0:
             starts.add(at + 1)
             at = text.find(token, at + 1)
+    for token in ("```", "~~~"):
+        at = text.find(token)
+        while at >= 0:
+            start, end = _line_at(text, at)
+            starts.add(start)
+            at = text.find(token, end)
+    starts.update(_line_at(text, m.start())[0] for m in _COMMENT_OPENS.finditer(text))
     return sorted(starts)
+
+
+def _fence_end(text: str, start: int, fence: tuple[str, int]) -> int | None:
+    """Where the line after the fence's closing line starts (the fence opened on the line before ``start``);
+    None when it never closes."""
+    run = fence[0] * fence[1]
+    at = text.find(run, start)
+    while at >= 0:
+        line_start, line_end = _line_at(text, at)
+        if _fence_closed(_body(text[line_start:line_end]), fence):
+            return line_end
+        at = text.find(run, line_end)
+    return None
+
+
+def _comment_end(text: str, start: int) -> int | None:
+    """Where the line after the comment's closing line starts (the comment opened before ``start``); None when
+    it never closes."""
+    at = text.find("-->", start)
+    while at >= 0:
+        line_end = _line_at(text, at)[1]
+        if not _comment_opened(_body(text[at + 3 : line_end])):
+            return line_end
+        at = text.find("-->", line_end)
+    return None
 
 
 def parse(text: str) -> Document:
     """The document of ``text`` (any text: ``render`` gives it back exactly)."""
     headings: list[tuple[int, int]] = []  # (start, end) of each heading line
-    fence: tuple[str, int] | None = None
-    comment = False
+    open_at_end = ""
+    resume = 0  # candidates before this are inside a fence or comment
     for start in _candidates(text):
+        if start < resume:
+            continue
         end = text.find("\n", start)
         end = len(text) if end < 0 else end + 1
         body = _body(text[start:end])
         if start == 0:
             body = body.removeprefix(BOM)
-        if fence is not None:
-            if _fence_closed(body, fence):
-                fence = None
-        elif comment:
-            if "-->" in body:
-                comment = _comment_opened(body[body.index("-->") + 3 :])
-        elif body[:1] in ("#", " ") and _HEADING.match(body):
+        if body[:1] in ("#", " ") and _HEADING.match(body):
             headings.append((start, end))
-        else:  # what the line-by-line parser does with a line that is not a heading (see _Parser._open)
-            content = body[2:] if body[:2] in _MARKERS else body
-            if "`" in content or "~" in content:
-                fence = _fence_opened(content)
-            if fence is None and "<!--" in content:
-                comment = _comment_opened(content)
+            continue
+        # what the line-by-line parser does with a line that is not a heading (see _Parser._open)
+        content = body[2:] if body[:2] in _MARKERS else body
+        fence = _fence_opened(content) if "`" in content or "~" in content else None
+        closed: int | None = end
+        if fence is not None:
+            closed = _fence_end(text, end, fence)
+            open_at_end = fence[0] * fence[1]
+        elif "<!--" in content and _comment_opened(content):
+            closed = _comment_end(text, end)
+            open_at_end = "-->"
+        if closed is None:
+            break
+        resume = closed
+        open_at_end = ""
     first = headings[0][0] if headings else len(text)
     preamble = Section(None, body=text[:first])
     sections = []
     for i, (start, end) in enumerate(headings):
         stop = headings[i + 1][0] if i + 1 < len(headings) else len(text)
         sections.append(Section(text[start:end], body=text[end:stop]))
-    open_at_end = fence[0] * fence[1] if fence is not None else "-->" if comment else ""
     newline = text.find("\n")
     eol = "\r\n" if newline > 0 and text[newline - 1] == "\r" else "\n"
     return Document(preamble, sections, open_at_end, eol)
