@@ -26,11 +26,47 @@ from pathlib import Path
 from common import ROOT, conditions
 
 sys.path.insert(0, str(ROOT / "client"))
-from memorysections import merge3, parse  # noqa: E402
+from memorysections import merge3, parse
 
 MEMORYCTL = str(Path(sys.executable).parent / "memoryctl")
-EN = "uart timeout retry flash bench firmware config baud parity pnpm build deploy cache index vector lockfile".split()
-ZH = "串口 超时 重试 固件 配置 波特率 构建 测试 部署 缓存 索引 向量 偏好 回答 复位 板子 日志 溢出".split()
+EN = [
+    "uart",
+    "timeout",
+    "retry",
+    "flash",
+    "bench",
+    "firmware",
+    "config",
+    "baud",
+    "parity",
+    "pnpm",
+    "build",
+    "deploy",
+    "cache",
+    "index",
+    "vector",
+    "lockfile",
+]
+ZH = [
+    "串口",
+    "超时",
+    "重试",
+    "固件",
+    "配置",
+    "波特率",
+    "构建",
+    "测试",
+    "部署",
+    "缓存",
+    "索引",
+    "向量",
+    "偏好",
+    "回答",
+    "复位",
+    "板子",
+    "日志",
+    "溢出",
+]
 
 
 def bullet(r: random.Random) -> str:
