@@ -336,11 +336,17 @@ def _candidates(text: str) -> list[int]:
     a comment is looked for from the line that opened it; a comment opened and closed on its line, as the
     ``<!-- seen: … -->`` markers are, changes nothing.)"""
     starts: set[int] = {0}
-    for token in ("\n##", "\n ##", "\n  ##", "\n   ##"):
-        at = text.find(token)
-        while at >= 0:
-            starts.add(at + 1)
-            at = text.find(token, at + 1)
+    at = text.find("##")
+    while at >= 0:  # a "##" with nothing but up to three spaces before it on its line
+        start = at
+        while start > 0 and text[start - 1] == " " and at - start < 4:
+            start -= 1
+        if start == 0 or text[start - 1] == "\n":
+            starts.add(start)
+        end = text.find("\n", at)
+        if end < 0:
+            break
+        at = text.find("##", end)
     for token in ("```", "~~~"):
         at = text.find(token)
         while at >= 0:

@@ -43,8 +43,9 @@ def merge3(base: str, ours: str, theirs: str) -> str:
         close_open(doc, doc.eol)
         _drop_bom(doc)
     ends = _ends(o, t)
-    preamble = Section(None, _merge_blocks(b.preamble.blocks, o.preamble.blocks, t.preamble.blocks))
-    sections = _merge_sections(b.sections, o.sections, t.sections)
+    sides = _Sides()
+    preamble = Section(None, sides.merge_blocks(b.preamble.blocks, o.preamble.blocks, t.preamble.blocks))
+    sections = sides.merge_sections(b.sections, o.sections, t.sections)
     chunks: list[str] = []
     previous: Section | None = None
     for section in [preamble, *sections]:
@@ -116,10 +117,6 @@ def _drop_bom(doc: Document) -> None:
 # --- units ------------------------------------------------------------------------------------------------------
 
 
-def _block_key(block: Block) -> Hashable:
-    return ("b", block.key) if block.bullet else ("l", block.key)
-
-
 def _block_raw(block: Block) -> str:
     return block.raw
 
@@ -136,79 +133,91 @@ def _pick_block(base: Block | None, ours: Block, theirs: Block) -> Block:
     return theirs if st is not None and (so is None or st > so) else ours
 
 
-def _title_key(section: Section, cache: dict[str, str]) -> str:
-    heading = section.heading or ""
-    key = cache.get(heading)
-    if key is None:
-        key = cache[heading] = title_key(section.title)
-    return key
+class _Sides:
+    """The merge of sections and of their blocks, with what the three sides share computed once: a title's key
+    per heading line, a block's key per text (most bullets are the same text on all three sides)."""
 
+    def __init__(self) -> None:
+        self.titles: dict[str, str] = {}
+        self.blocks: dict[str, tuple[str, str]] = {}
 
-def _section_keys(sections: Sequence[Section], cache: dict[str, str]) -> list[Hashable]:
-    """(title key, n): the n-th section of a title matches the n-th on the other side."""
-    counts: dict[str, int] = {}
-    keys: list[Hashable] = []
-    for s in sections:
-        k = _title_key(s, cache)
-        n = counts.get(k, 0)
-        counts[k] = n + 1
-        keys.append((k, n))
-    return keys
+    def title_key(self, section: Section) -> str:
+        heading = section.heading or ""
+        key = self.titles.get(heading)
+        if key is None:
+            key = self.titles[heading] = title_key(section.title)
+        return key
+
+    def section_keys(self, sections: Sequence[Section]) -> list[Hashable]:
+        """(title key, n): the n-th section of a title matches the n-th on the other side."""
+        counts: dict[str, int] = {}
+        keys: list[Hashable] = []
+        for s in sections:
+            k = self.title_key(s)
+            n = counts.get(k, 0)
+            counts[k] = n + 1
+            keys.append((k, n))
+        return keys
+
+    def block_key(self, block: Block) -> tuple[str, str]:
+        raw = block.raw
+        key = self.blocks.get(raw)
+        if key is None:
+            key = self.blocks[raw] = ("b", block.key) if block.bullet else ("l", block.key)
+        else:
+            block._key = key[1]
+        return key
+
+    def pick_section(self, base: Section | None, ours: Section, theirs: Section) -> Section:
+        o, t = ours.raw, theirs.raw
+        if o == t or (base is not None and t == base.raw):
+            return ours
+        if base is not None and o == base.raw:
+            return theirs
+        heading = ours.heading
+        if base is not None and ours.heading == base.heading:
+            heading = theirs.heading
+        blocks = self.merge_blocks(base.blocks if base is not None else [], ours.blocks, theirs.blocks)
+        return Section(heading, blocks)
+
+    def merge_blocks(self, base: list[Block], ours: list[Block], theirs: list[Block]) -> list[Block]:
+        keys: list[list[Hashable]] = [[self.block_key(b) for b in side] for side in (base, ours, theirs)]
+        merged = _diff3(base, ours, theirs, keys, _block_raw, _pick_block)
+        # a bullet theirs added that ours has elsewhere in the section: once
+        ours_bullets = {b.key for b, origin in merged if b.bullet and origin != THEIRS}
+        out: list[Block] = []
+        seen: set[str] = set()
+        for block, origin in merged:
+            if block.bullet and origin == THEIRS:
+                if block.key in ours_bullets or block.key in seen:
+                    continue
+                seen.add(block.key)
+            out.append(block)
+        return out
+
+    def merge_sections(self, base: list[Section], ours: list[Section], theirs: list[Section]) -> list[Section]:
+        keys = [self.section_keys(side) for side in (base, ours, theirs)]
+        merged = _diff3(base, ours, theirs, keys, _section_raw, self.pick_section)
+        # a section theirs added under a title ours also added elsewhere: its bullets go into ours'
+        by_key: dict[str, int] = {}
+        out: list[Section] = []
+        for section, origin in merged:
+            key = self.title_key(section)
+            if origin == THEIRS and key in by_key:
+                i = by_key[key]
+                out[i] = self.pick_section(None, out[i], section)
+                continue
+            if origin != THEIRS and key not in by_key:
+                by_key[key] = len(out)
+            out.append(section)
+        return out
 
 
 def _section_raw(section: Section) -> str:
     return section.raw
 
 
-def _pick_section(base: Section | None, ours: Section, theirs: Section) -> Section:
-    o, t = ours.raw, theirs.raw
-    if o == t or (base is not None and t == base.raw):
-        return ours
-    if base is not None and o == base.raw:
-        return theirs
-    heading = ours.heading
-    if base is not None and ours.heading == base.heading:
-        heading = theirs.heading
-    blocks = _merge_blocks(base.blocks if base is not None else [], ours.blocks, theirs.blocks)
-    return Section(heading, blocks)
-
-
 # --- the merge of sequences -------------------------------------------------------------------------------------
-
-
-def _merge_blocks(base: list[Block], ours: list[Block], theirs: list[Block]) -> list[Block]:
-    keys = [[_block_key(b) for b in side] for side in (base, ours, theirs)]
-    merged = _diff3(base, ours, theirs, keys, _block_raw, _pick_block)
-    # a bullet theirs added that ours has elsewhere in the section: once
-    ours_bullets = {b.key for b, origin in merged if b.bullet and origin != THEIRS}
-    out: list[Block] = []
-    seen: set[str] = set()
-    for block, origin in merged:
-        if block.bullet and origin == THEIRS:
-            if block.key in ours_bullets or block.key in seen:
-                continue
-            seen.add(block.key)
-        out.append(block)
-    return out
-
-
-def _merge_sections(base: list[Section], ours: list[Section], theirs: list[Section]) -> list[Section]:
-    cache: dict[str, str] = {}  # heading line → title key: the three sides' headings are mostly the same lines
-    keys = [_section_keys(side, cache) for side in (base, ours, theirs)]
-    merged = _diff3(base, ours, theirs, keys, _section_raw, _pick_section)
-    # a section theirs added under a title ours also added elsewhere: its bullets go into ours'
-    by_key: dict[str, int] = {}
-    out: list[Section] = []
-    for section, origin in merged:
-        key = _title_key(section, cache)
-        if origin == THEIRS and key in by_key:
-            i = by_key[key]
-            out[i] = _pick_section(None, out[i], section)
-            continue
-        if origin != THEIRS and key not in by_key:
-            by_key[key] = len(out)
-        out.append(section)
-    return out
 
 
 def _occurrences(keys: Sequence[Hashable]) -> list[tuple[Hashable, int]]:
