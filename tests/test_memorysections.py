@@ -3,6 +3,8 @@ merge of an update into a memory file (union, duplicates, seen markers, [replace
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memorysections import bullet_key, bullets, merge, parse, render, title_key
@@ -48,6 +50,55 @@ def test_render_of_parse_is_the_identity_on_any_text(text: str) -> None:
     assert render(parse(text)) == text
 
 
+@settings(max_examples=300)
+@given(markdown())
+def test_each_section_read_alone_is_itself(text: str) -> None:
+    """The headings found at once (parse) and the lines read one by one (a section's blocks) agree: a section's
+    text parses to that one section, with nothing left open but at the end of the file."""
+    doc = parse(text)
+    for i, section in enumerate(doc.all_sections()):
+        alone = parse(section.raw)
+        assert len(alone.sections) == (0 if section.heading is None else 1)
+        if i < len(doc.sections):
+            assert alone.open_at_end == ""
+        assert render(alone) == section.raw
+        assert [b.raw for b in alone.all_sections()[-1].blocks] == [b.raw for b in section.blocks]
+
+
+def _reference(text: str) -> tuple[list[str], str]:
+    """The headings and what is left open at the end, read line by line as the format says (independently of
+    parse's str.find scan): a fence or comment opens on a line that is not a heading (a bullet's text after its
+    marker), a fence closes on a line of its character, at least as long; a comment on its first ``-->``."""
+    headings, fence, comment = [], "", False
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        body = line.removesuffix("\r").removeprefix("\ufeff" if i == 0 else "")
+        if fence:
+            s = body.strip(" \t")
+            fence = "" if len(s) >= len(fence) and set(s) == {fence[0]} else fence
+        elif comment:
+            if "-->" in body:
+                rest = body[body.index("-->") + 3 :]
+                comment = "<!--" in rest and "-->" not in rest[rest.rindex("<!--") + 4 :]
+        elif re.match(r" {0,3}##([ \t]|$)", body):
+            headings.append(line + ("\n" if i < len(lines) - 1 else ""))
+        else:
+            content = body[2:] if body[:2] in ("- ", "-\t", "* ", "*\t", "+ ", "+\t") else body
+            opener = re.match(r"[ \t]*(`{3,}|~{3,})(.*)", content)
+            if opener and not (opener.group(1)[0] == "`" and "`" in opener.group(2)):
+                fence = opener.group(1)
+            elif "<!--" in content:
+                comment = "-->" not in content[content.rindex("<!--") + 4 :]
+    return headings, fence or ("-->" if comment else "")
+
+
+@settings(max_examples=500)
+@given(markdown(max_lines=40))
+def test_the_headings_are_those_a_line_by_line_reading_finds(text: str) -> None:
+    doc = parse(text)
+    assert ([s.heading for s in doc.sections], doc.open_at_end) == _reference(text)
+
+
 def test_the_structure_found() -> None:
     doc = parse(MEMORY)
     assert [s.title for s in doc.sections] == ["User Preferences", "Project", "Empty", "Tools"]
@@ -61,7 +112,7 @@ def test_the_structure_found() -> None:
     assert [b.text for b in prefs.bullets] == ["用中文回答", "Use pnpm, never npm.\n  (the lockfile is pnpm-lock.yaml)"]
     project = doc.sections[1]
     assert [b.text for b in project.bullets] == ["KX-200 talks 115200 baud"]  # the fenced lines are lines
-    assert sum(1 for b in project.blocks if not b.bullet) == 6
+    assert [len(b.lines) for b in project.blocks if not b.bullet] == [1, 4, 1]  # the fence is one block
     assert doc.sections[2].blocks == [] or all(not b.bullet for b in doc.sections[2].blocks)
     assert doc.sections[3].bullets[0].seen == "2026-01-10"
     assert bullets(MEMORY)[0] == ("User Preferences", "用中文回答")

@@ -11,7 +11,8 @@ The model, line by line (lines split at ``\\n`` only; a line keeps its ending, `
   indented under it; blank lines belong to it when an indented line follows them;
 * every other line is a **line** of its section, kept as it is;
 * nothing inside a code fence (```` ``` ```` or ``~~~``) or an HTML comment (``<!-- … -->``) is a heading or a
-  bullet of its own: a fence or comment that opens in a bullet belongs to that bullet to its end.
+  bullet of its own: a fence or comment belongs, to its end, to the bullet it opens in, or else is one block
+  with the line that opens it (a merge moves it whole, never puts a bullet inside it).
 
 Standard library only: the daemon (``memoryd.curate``) and the client's git merge driver (``memoryctl
 merge-file``) both import it.
@@ -38,6 +39,7 @@ _CLOSING = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
 _REPLACE = re.compile(r"[ \t]*[\[［][ \t]*replace[ \t]*[\]］][ \t]*$", re.IGNORECASE)
 _TRAILING_COMMENT = re.compile(r"[ \t]*<!--.*?-->[ \t]*$")
 SEEN = re.compile(r"<!--[ \t]*seen:[ \t]*(\d{4}-\d{2}-\d{2})[ \t]*-->")
+_COMMENT_OPENS = re.compile(r"<!--(?![^\n]*-->)")  # a comment its line does not close
 _FENCE_ONLY = re.compile(r"[ \t]*(?:`{3,}|~{3,})[ \t]*$")
 _MARKERS = frozenset({"- ", "-\t", "* ", "*\t", "+ ", "+\t"})
 # What ends a sentence (after NFKC: full-width ，；：！？ are their ASCII forms by then).
@@ -47,7 +49,8 @@ BOM = "\ufeff"
 
 
 class Block:
-    """A bullet (its first line and the lines under it) or one other line, as raw lines with their endings."""
+    """A bullet (its first line and the lines under it) or one other line (with the lines of a fence or comment it
+    opens), as raw lines with their endings."""
 
     __slots__ = ("_key", "bullet", "lines")
 
@@ -75,9 +78,9 @@ class Block:
 
     @property
     def key(self) -> str:
-        """What makes two bullets the same (``bullet_key`` of the text); a line's key is its text."""
+        """What makes two bullets the same (``bullet_key`` of the text); other lines' key is their text."""
         if self._key is None:
-            self._key = bullet_key(self.text) if self.bullet else _body(self.lines[0])
+            self._key = bullet_key(self.text) if self.bullet else "\n".join(_body(line) for line in self.lines)
         return self._key
 
     @property
@@ -88,17 +91,37 @@ class Block:
 
 
 class Section:
-    """A ``##`` section: its heading line (None for the preamble) and its blocks."""
+    """A ``##`` section: its heading line (None for the preamble) and its blocks.
 
-    __slots__ = ("_raw", "blocks", "heading")
+    A parsed section keeps its text and parses it into blocks only when they are asked for: a merge of two large
+    files compares most sections as text and never needs their bullets."""
 
-    def __init__(self, heading: str | None, blocks: list[Block] | None = None) -> None:
+    __slots__ = ("_blocks", "_body", "heading")
+
+    def __init__(self, heading: str | None, blocks: list[Block] | None = None, body: str | None = None) -> None:
         self.heading = heading
-        self.blocks: list[Block] = [] if blocks is None else blocks
-        self._raw: str | None = None
+        self._blocks = blocks if blocks is not None or body is not None else []
+        self._body = body  # the text of the blocks, until they are parsed
 
     def __repr__(self) -> str:
         return f"Section({self.heading!r}, {len(self.blocks)} blocks)"
+
+    @property
+    def blocks(self) -> list[Block]:
+        if self._blocks is None:
+            self._blocks = _blocks(self._body or "", bom=self.heading is None)
+            self._body = None
+        return self._blocks
+
+    @blocks.setter
+    def blocks(self, blocks: list[Block]) -> None:
+        self._blocks = blocks
+        self._body = None
+
+    @property
+    def parsed(self) -> bool:
+        """Its blocks have been read (or were given), rather than kept as text."""
+        return self._blocks is not None
 
     @property
     def title(self) -> str:
@@ -122,39 +145,28 @@ class Section:
 
     @property
     def raw(self) -> str:
-        """The section's text (computed once: a section is not changed after its raw text was asked for)."""
-        if self._raw is None:
-            self._raw = (self.heading or "") + "".join(line for b in self.blocks for line in b.lines)
-        return self._raw
+        """The section's text: its heading and its blocks' lines."""
+        body = self._body if self._blocks is None else "".join(line for b in self._blocks for line in b.lines)
+        return (self.heading or "") + (body or "")
 
 
 class Document:
     """A parsed file: the preamble (the lines before the first heading) and the sections in order.
 
     ``open_at_end`` names what the file leaves open at its end (a code fence's closing line, or ``-->``), ''
-    when nothing is: anything appended after it would be swallowed by it."""
+    when nothing is: anything appended after it would be swallowed by it. ``eol`` is the line ending of the
+    file's first line (``\\n`` when it has none)."""
 
-    __slots__ = ("open_at_end", "preamble", "sections")
+    __slots__ = ("eol", "open_at_end", "preamble", "sections")
 
-    def __init__(self, preamble: Section, sections: list[Section], open_at_end: str = "") -> None:
+    def __init__(self, preamble: Section, sections: list[Section], open_at_end: str = "", eol: str = "\n") -> None:
         self.preamble = preamble
         self.sections = sections
         self.open_at_end = open_at_end
+        self.eol = eol
 
     def __repr__(self) -> str:
         return f"Document({len(self.preamble.blocks)} preamble blocks, {len(self.sections)} sections)"
-
-    @property
-    def eol(self) -> str:
-        """The line ending the file uses: that of its first line (``\\n`` when it has none)."""
-        for section in (self.preamble, *self.sections):
-            lines = ([section.heading] if section.heading is not None else []) + [
-                line for b in section.blocks for line in b.lines
-            ]
-            for line in lines:
-                if line.endswith("\n"):
-                    return "\r\n" if line.endswith("\r\n") else "\n"
-        return "\n"
 
     def all_sections(self) -> list[Section]:
         return [self.preamble, *self.sections]
@@ -239,12 +251,11 @@ def _comment_opened(content: str) -> bool:
 
 
 class _Parser:
-    """The line-by-line state: open fence or comment, the current section and bullet, blank lines on hold."""
+    """The blocks of one section's lines (``parse`` has found the headings): the open fence or comment, the
+    current bullet, blank lines on hold."""
 
     def __init__(self) -> None:
-        self.preamble = Section(None)
-        self.sections: list[Section] = []
-        self.section = self.preamble
+        self.out: list[Block] = []
         self.bullet: Block | None = None
         self.held: list[str] = []  # blank lines after a bullet: its own if an indented line follows
         self.fence: tuple[str, int] | None = None
@@ -253,15 +264,10 @@ class _Parser:
     def feed(self, line: str, body: str) -> None:
         if self.fence is not None or self.comment:
             self._opaque(line, body)
-        elif body[:1] in ("#", " ") and _HEADING.match(body):
-            self._release()
-            self.bullet = None
-            self.section = Section(line)
-            self.sections.append(self.section)
         elif body[:2] in _MARKERS:
             self._release()
             self.bullet = Block([line], True)
-            self.section.blocks.append(self.bullet)
+            self.out.append(self.bullet)
             self._open(body[2:])
         elif self.bullet is not None and not body.strip():
             self.held.append(line)
@@ -273,7 +279,7 @@ class _Parser:
         else:
             self._release()
             self.bullet = None
-            self.section.blocks.append(Block([line], False))
+            self.out.append(Block([line], False))
             self._open(body)
 
     def _opaque(self, line: str, body: str) -> None:
@@ -282,8 +288,8 @@ class _Parser:
             self.bullet.lines.extend(self.held)
             self.held = []
             self.bullet.lines.append(line)
-        else:
-            self.section.blocks.append(Block([line], False))
+        else:  # the fence or comment is one block with the line that opened it
+            self.out[-1].lines.append(line)
         if self.fence is not None:
             if _fence_closed(body, self.fence):
                 self.fence = None
@@ -299,28 +305,122 @@ class _Parser:
     def _release(self) -> None:
         """Blank lines held after a bullet become lines of the section."""
         if self.held:
-            self.section.blocks.extend(Block([line], False) for line in self.held)
+            self.out.extend(Block([line], False) for line in self.held)
             self.held = []
 
-    def document(self) -> Document:
+    def blocks(self) -> list[Block]:
         self._release()
-        open_at_end = ""
-        if self.fence is not None:
-            open_at_end = self.fence[0] * self.fence[1]
-        elif self.comment:
-            open_at_end = "-->"
-        return Document(self.preamble, self.sections, open_at_end)
+        return self.out
+
+
+def _blocks(body: str, bom: bool) -> list[Block]:
+    """The blocks of a section's text (its lines after the heading; ``bom``: the file's first lines)."""
+    parser = _Parser()
+    for i, line in enumerate(_split(body)):
+        text = _body(line)
+        if i == 0 and bom and text.startswith(BOM):
+            text = text[1:]
+        parser.feed(line, text)
+    return parser.blocks()
+
+
+def _line_at(text: str, at: int) -> tuple[int, int]:
+    """(start, end) of the line holding position ``at`` (end: after its ``\\n``, or the text's end)."""
+    end = text.find("\n", at)
+    return text.rfind("\n", 0, at) + 1, len(text) if end < 0 else end + 1
+
+
+def _candidates(text: str) -> list[int]:
+    """Where the lines start that can be a heading or open a fence or a comment, found with str.find and one
+    regular expression: the rest of a large file is never looked at line by line. (A line that closes a fence or
+    a comment is looked for from the line that opened it; a comment opened and closed on its line, as the
+    ``<!-- seen: … -->`` markers are, changes nothing.)"""
+    starts: set[int] = {0}
+    at = text.find("##")
+    while at >= 0:  # a "##" with nothing but up to three spaces before it on its line
+        start = at
+        while start > 0 and text[start - 1] == " " and at - start < 4:
+            start -= 1
+        if start == 0 or text[start - 1] == "\n":
+            starts.add(start)
+        end = text.find("\n", at)
+        if end < 0:
+            break
+        at = text.find("##", end)
+    for token in ("```", "~~~"):
+        at = text.find(token)
+        while at >= 0:
+            start, end = _line_at(text, at)
+            starts.add(start)
+            at = text.find(token, end)
+    starts.update(_line_at(text, m.start())[0] for m in _COMMENT_OPENS.finditer(text))
+    return sorted(starts)
+
+
+def _fence_end(text: str, start: int, fence: tuple[str, int]) -> int | None:
+    """Where the line after the fence's closing line starts (the fence opened on the line before ``start``);
+    None when it never closes."""
+    run = fence[0] * fence[1]
+    at = text.find(run, start)
+    while at >= 0:
+        line_start, line_end = _line_at(text, at)
+        if _fence_closed(_body(text[line_start:line_end]), fence):
+            return line_end
+        at = text.find(run, line_end)
+    return None
+
+
+def _comment_end(text: str, start: int) -> int | None:
+    """Where the line after the comment's closing line starts (the comment opened before ``start``); None when
+    it never closes."""
+    at = text.find("-->", start)
+    while at >= 0:
+        line_end = _line_at(text, at)[1]
+        if not _comment_opened(_body(text[at + 3 : line_end])):
+            return line_end
+        at = text.find("-->", line_end)
+    return None
 
 
 def parse(text: str) -> Document:
     """The document of ``text`` (any text: ``render`` gives it back exactly)."""
-    parser = _Parser()
-    for i, line in enumerate(_split(text)):
-        body = _body(line)
-        if i == 0 and body.startswith(BOM):
-            body = body[1:]
-        parser.feed(line, body)
-    return parser.document()
+    headings: list[tuple[int, int]] = []  # (start, end) of each heading line
+    open_at_end = ""
+    resume = 0  # candidates before this are inside a fence or comment
+    for start in _candidates(text):
+        if start < resume:
+            continue
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end + 1
+        body = _body(text[start:end])
+        if start == 0:
+            body = body.removeprefix(BOM)
+        if body[:1] in ("#", " ") and _HEADING.match(body):
+            headings.append((start, end))
+            continue
+        # what the line-by-line parser does with a line that is not a heading (see _Parser._open)
+        content = body[2:] if body[:2] in _MARKERS else body
+        fence = _fence_opened(content) if "`" in content or "~" in content else None
+        closed: int | None = end
+        if fence is not None:
+            closed = _fence_end(text, end, fence)
+            open_at_end = fence[0] * fence[1]
+        elif "<!--" in content and _comment_opened(content):
+            closed = _comment_end(text, end)
+            open_at_end = "-->"
+        if closed is None:
+            break
+        resume = closed
+        open_at_end = ""
+    first = headings[0][0] if headings else len(text)
+    preamble = Section(None, body=text[:first])
+    sections = []
+    for i, (start, end) in enumerate(headings):
+        stop = headings[i + 1][0] if i + 1 < len(headings) else len(text)
+        sections.append(Section(text[start:end], body=text[end:stop]))
+    newline = text.find("\n")
+    eol = "\r\n" if newline > 0 and text[newline - 1] == "\r" else "\n"
+    return Document(preamble, sections, open_at_end, eol)
 
 
 def render(doc: Document) -> str:

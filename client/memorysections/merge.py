@@ -18,33 +18,67 @@ The result is a function of the two texts alone (no clock, no randomness): the s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from memorysections.document import BOM, SEEN, Block, Document, Section, parse, render, title_key
 
 __all__ = ["Merge", "close_open", "merge", "refresh_seen"]
 
 
-@dataclass(frozen=True)
 class Merge:
-    """What a merge wrote and why.
+    """What a merge wrote and why (a plain class, not a dataclass: importing dataclasses costs the git merge
+    driver, a process per file, ~8 ms).
 
-    ``added``: (section title, bullet text) of each bullet added; ``duplicates``: bullets of the update the
-    section already had (by ``bullet_key``), also repeats inside the update; ``refreshed``: duplicates whose
-    ``seen`` marker the update made newer; ``removed``: bullets an explicit ``[replace]`` section took out;
-    ``replaced``: titles of the sections replaced; ``new_sections``: titles appended; ``kept_sections``: titles
-    of the file's sections the update left out (kept as they were); ``ignored``: lines of the update that were
-    not merged (other lines in a section that exists, empty bullets)."""
+    ``text``: the merged file; ``added``: (section title, bullet text) of each bullet added; ``duplicates``:
+    bullets of the update the section already had (by ``bullet_key``), also repeats inside the update;
+    ``removed``: bullets an explicit ``[replace]`` section took out; ``replaced``: titles of the sections
+    replaced; ``new_sections``: titles appended; ``kept_sections``: titles of the file's sections the update left
+    out (kept as they were); ``refreshed``: duplicates whose ``seen`` marker the update made newer; ``ignored``:
+    lines of the update that were not merged (other lines in a section that exists, empty bullets)."""
 
-    text: str
-    added: list[tuple[str, str]] = field(default_factory=list)
-    duplicates: int = 0
-    removed: list[tuple[str, str]] = field(default_factory=list)
-    replaced: list[str] = field(default_factory=list)
-    new_sections: list[str] = field(default_factory=list)
-    kept_sections: list[str] = field(default_factory=list)
-    refreshed: int = 0
-    ignored: int = 0
+    __slots__ = (
+        "added",
+        "duplicates",
+        "ignored",
+        "kept_sections",
+        "new_sections",
+        "refreshed",
+        "removed",
+        "replaced",
+        "text",
+    )
+
+    def __init__(
+        self,
+        text: str,
+        added: list[tuple[str, str]] | None = None,
+        duplicates: int = 0,
+        removed: list[tuple[str, str]] | None = None,
+        replaced: list[str] | None = None,
+        new_sections: list[str] | None = None,
+        kept_sections: list[str] | None = None,
+        refreshed: int = 0,
+        ignored: int = 0,
+    ) -> None:
+        self.text = text
+        self.added: list[tuple[str, str]] = added or []
+        self.duplicates = duplicates
+        self.removed: list[tuple[str, str]] = removed or []
+        self.replaced: list[str] = replaced or []
+        self.new_sections: list[str] = new_sections or []
+        self.kept_sections: list[str] = kept_sections or []
+        self.refreshed = refreshed
+        self.ignored = ignored
+
+    def as_dict(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in Merge.__slots__}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Merge) and self.as_dict() == other.as_dict()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable lists inside
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in Merge.__slots__)
+        return f"Merge({fields})"
 
 
 class _Group:
@@ -99,11 +133,9 @@ def close_open(doc: Document, eol: str) -> None:
         return
     last = (doc.sections or [doc.preamble])[-1]
     _end_line(last, eol)
-    if last.blocks and last.blocks[-1].bullet:  # opened in the bullet: closed in it, and goes with it
-        last.blocks[-1].lines.append("  " + doc.open_at_end + eol)
-        last.blocks[-1]._key = None
-    else:
-        last.blocks.append(Block([doc.open_at_end + eol], False))
+    block = last.blocks[-1]  # what is open at the end is the last block's: a bullet or the lines that opened it
+    block.lines.append(("  " if block.bullet else "") + doc.open_at_end + eol)
+    block._key = None
     doc.open_at_end = ""
 
 
@@ -211,18 +243,20 @@ class _Merger:
         """A section the file does not have, at its end: its heading without the mark, then its lines."""
         heading = f"## {group.title}".rstrip(" ") + self.eol
         blocks: list[Block] = []
-        taken: set[str] = set()
+        taken: dict[str, Block] = {}
         for block in group.blocks:
+            copy = self.copy(block)
             if block.bullet:
                 if not block.key:
                     self.ignored += 1
                     continue
-                if block.key in taken:
+                if block.key in taken:  # the newer seen date of the two is written
                     self.duplicates += 1
+                    refresh_seen(taken[block.key], block.seen, self.eol)
                     continue
-                taken.add(block.key)
+                taken[block.key] = copy
                 self.added.append((group.title, block.text))
-            blocks.append(self.copy(block))
+            blocks.append(copy)
         if group.replace:  # as a [replace] of the section would leave it: its bullets together where the first was
             first = next((i for i, b in enumerate(blocks) if b.bullet), len(blocks))
             rest = [b for b in blocks[first:] if not b.bullet]

@@ -65,11 +65,12 @@ VERBS = {
     "candidates": "review low-confidence rules: list, promote, reject",
     "hook": "answer a coding agent host's hook (its JSON on stdin); fails open, never blocks",
     "audit": "what the observability files say: outcomes, guard, sanitize, routing, recall, lifecycle; phase gates",
+    "merge-file": "git's merge driver for memory files: merge by section, never conflict markers (init --git)",
 }
 
 NOTES = ("status", "init", "remember", "search", "get", "index", "validate", "context", "forget", "restore")
 RULES = ("observe", "compile", "resolve", "rules", "timeline", "candidates")
-ADMIN = ("ping", "workspace", "mcp", "install", "hook")
+ADMIN = ("ping", "workspace", "mcp", "install", "hook", "merge-file")
 CURATE = ("consolidate", "compact")
 AUDIT = ("audit",)
 

@@ -74,6 +74,11 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
             "path", nargs="?", help="the project directory (default: the nearest parent with .git, memory/ or spec/)"
         )
         p.add_argument("--name", help="a name for the workspace (default: the directory's name)")
+        p.add_argument(
+            "--git",
+            action="store_true",
+            help="also make git merge the memory files by section (.gitattributes and a merge driver; idempotent)",
+        )
     elif verb == "remember":
         p.add_argument("text", help="the text, or - to read standard input")
         p.add_argument(
@@ -150,7 +155,23 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
 
 
 def local(args: Args, path: str, timeout: float) -> int | None:
-    return None  # every verb here is a call
+    """Every verb here is a call; `init --git` first registers the merge driver (no daemon needed for that)."""
+    if args.verb == "init" and args.git:
+        from memoryctl import gitmerge
+
+        try:
+            vars(args)["git_report"] = gitmerge.setup(_init_root(args))
+        except gitmerge.GitError as exc:
+            raise Usage(str(exc), exc.hint) from None
+    return None
+
+
+def _init_root(args: Args) -> str:
+    """The directory `init` registers: the one named, else the project around the current directory."""
+    named = None if args.path else workspace_given(args)
+    if args.path or (named and not named.startswith("ws_")):
+        return os.path.abspath(args.path or str(named))
+    return project_root(os.getcwd())
 
 
 # --- calls ------------------------------------------------------------------------------------------------------
@@ -167,12 +188,7 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
             params["workspace"] = workspace_of(args)
         return "status", params
     if verb == "init":
-        named = None if args.path else workspace_given(args)
-        if args.path or (named and not named.startswith("ws_")):
-            root = os.path.abspath(args.path or str(named))
-        else:
-            root = project_root(os.getcwd())
-        params = {"path": root}
+        params = {"path": _init_root(args)}
         if args.name:
             params["name"] = args.name
         return "workspace.add", params
@@ -275,6 +291,8 @@ def exchange(conn: Connection, args: Args, method: str, params: dict[str, Any]) 
         params.pop("workspace", None)  # not inside a workspace: the daemon's status alone
         result = conn.call(method, params)
         result["recommended"] = "memoryctl init  (this directory is not in a registered workspace)"
+    if method == "workspace.add" and args.verb == "init" and args.git:
+        result["git"] = args.git_report
     if method == "search":
         limit = args.limit
         result["more"] = len(result["hits"]) > limit
@@ -342,10 +360,15 @@ def _render_hits(result: dict[str, Any]) -> str:
 
 
 def _render_init(r: dict[str, Any]) -> str:
-    return (
+    text = (
         f"{'registered' if r.get('created') else 'already registered'} {r['workspace_id']}  {r['path']}\n"
         f"memory lives in {os.path.join(r['path'], 'memory')}"
     )
+    if r.get("git"):
+        from memoryctl import gitmerge
+
+        text += "\n" + gitmerge.render(r["git"])
+    return text
 
 
 def _render_forget(result: dict[str, Any]) -> str:
