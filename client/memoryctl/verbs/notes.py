@@ -14,6 +14,7 @@ from memoryctl.common import (
     PastEnd,
     Usage,
     human_dict,
+    json_object_arg,
     project_root,
     read_capped,
     scoped,
@@ -205,7 +206,7 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
         if args.evidence:
             params["evidence"] = args.evidence
         if args.metadata is not None:
-            params["metadata"] = _metadata(args.metadata)
+            params["metadata"] = json_object_arg(args.metadata, "--metadata")
         if args.dry_run:
             params["dry_run"] = True
         return "remember", params
@@ -242,19 +243,6 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
             params["reason"] = args.reason
         return verb, params
     raise Usage(f"unknown verb {verb}")
-
-
-def _metadata(text: str) -> dict[str, Any]:
-    import json
-
-    hint = 'Quote the object for the shell: --metadata \'{"source": "review"}\'.'
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise Usage(f"--metadata is not valid JSON: {exc}", hint) from None
-    if not isinstance(value, dict):
-        raise Usage(f"--metadata must be a JSON object, not {type(value).__name__}", hint)
-    return value
 
 
 def _context_params(args: Args) -> dict[str, Any]:
