@@ -14,6 +14,7 @@ from memoryd import __version__, fsio
 from memoryd import log as logsetup
 from memoryd.config import Settings
 from memoryd.context.service import ContextService
+from memoryd.curate.service import CurateService
 from memoryd.curate.trace import TraceWriter
 from memoryd.methods.services import Ctx, Handlers, Services
 from memoryd.notes.service import NotesService
@@ -29,7 +30,7 @@ log = structlog.get_logger("memoryd.app")
 
 def build_dispatcher(limits: ServerSettings | None = None) -> Handlers:
     """Every method registered; ``limits``: the server group (batch and reply sizes), its defaults when None."""
-    from memoryd.methods import admin, audit, context, curate, notes, rules
+    from memoryd.methods import admin, audit, compact, context, curate, notes, rules
 
     dispatcher: Handlers = Dispatcher(limits=limits or ServerSettings())
     admin.register(dispatcher)
@@ -37,6 +38,7 @@ def build_dispatcher(limits: ServerSettings | None = None) -> Handlers:
     rules.register(dispatcher)
     context.register(dispatcher)
     curate.register(dispatcher)
+    compact.register(dispatcher)
     audit.register(dispatcher)
     return dispatcher
 
@@ -56,6 +58,9 @@ class App:
         state = settings.dirs.workspaces_state
         self.notes = NotesService(settings.notes, settings.search, settings.semantic, state)
         self.rules = RulesService(settings.rules, watched=settings.notes.watch)
+        self.curate = CurateService(
+            settings.curate, self.notes, self.rules, replay_keep=settings.observability.replay_keep
+        )
         self.runtime = Runtime(
             settings.notes, self.registry, self.notes, self.rules, socket=settings.socket, home=settings.dirs.home
         )

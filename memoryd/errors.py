@@ -267,6 +267,23 @@ _SPECS = [
         "Run ids are in data/memory/history.jsonl; `memoryctl timeline` lists the changes.",
         1,
     ),
+    # Consolidation (issue 22, h-consol; codes from -32050 so the slices' additions do not collide).
+    ErrorSpec(
+        "MEMORY_GUARD_HELD",
+        -32050,
+        "Consolidation held by the loss guard",
+        "error.data.held names the target and why (share of bullets it would remove): answer again without the "
+        "removal, or mark the section `## Title [replace]` with its complete new list. Nothing was written.",
+        1,
+    ),
+    ErrorSpec(
+        "MEMORY_DAILY_SECTIONS_REQUIRED",
+        -32051,
+        "Consolidation needs daily_sections",
+        "Answer again with daily_sections {Topics, Decisions, Tool Activity, Open Questions}, each a list of "
+        "one-line strings (the routing mode, curate_routing_mode, asks for them). Nothing was written.",
+        1,
+    ),
     ErrorSpec(
         "MEMORY_QUESTION_NOT_FOUND",
         -32041,

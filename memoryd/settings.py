@@ -233,74 +233,7 @@ class ContextSettings(Group):
     )
 
 
-class ObservabilitySettings(Group):
-    """The rows the daemon keeps under a workspace's ``data/memory/observability/`` and ``audit``, which reads
-    them (docs/reference/curation.md, "Observability and audit")."""
-
-    trace: bool = setting(
-        True,
-        "Append one row per recall for a prompt (context with query_text: the hooks, the MCP tool) to "
-        "data/memory/observability/recall.jsonl: why recall fired or not, hits, injected, item ids; never text.",
-        flat="observability_trace",
-    )
-    replay: bool = setting(
-        True,
-        "Keep the last observability_replay_keep prompts whose recalled passages were injected (the prompt's text, "
-        "the passages' paths, line ranges, item ids and line digests — not their text) in "
-        "data/memory/observability/replay.jsonl, in the workspace only, for the replay check before a "
-        "consolidation; false keeps none (and the check has nothing to replay).",
-        flat="observability_replay",
-    )
-    replay_keep: int = setting(
-        200,
-        "Prompts replay.jsonl keeps; the file is cut back to the newest this many when it holds twice as many.",
-        flat="observability_replay_keep",
-        gt=0,
-        le=100_000,
-    )
-    audit_max_bytes: int = setting(
-        8 * 1024 * 1024,
-        "audit reads at most this many bytes from the end of each observability file (and history.jsonl); older "
-        "rows are left out and the answer says so.",
-        flat="audit_max_bytes",
-        gt=0,
-    )
-    gate_preferred_window_days: int = setting(
-        7, "Routing phase gate compatible → preferred: the window, in days.", gt=0
-    )
-    gate_preferred_min_runs: int = setting(
-        50, "Routing phase gate compatible → preferred: consolidations needed in the window.", gt=0
-    )
-    gate_preferred_structured_rate: float = setting(
-        0.75,
-        "Routing phase gate compatible → preferred: share of consolidations whose daily sections were routed.",
-        ge=0,
-        le=1,
-    )
-    gate_preferred_written_rate: float = setting(
-        0.80,
-        "Routing phase gate compatible → preferred: share of MEMORY.md updates written (written or "
-        "sanitize_modified, of those that had something to write).",
-        ge=0,
-        le=1,
-    )
-    gate_required_window_days: int = setting(14, "Routing phase gate preferred → required: the window, in days.", gt=0)
-    gate_required_min_runs: int = setting(
-        100, "Routing phase gate preferred → required: consolidations needed in the window.", gt=0
-    )
-    gate_required_daily_sections_rate: float = setting(
-        0.95,
-        "Routing phase gate preferred → required: share of consolidations whose answer carried daily_sections.",
-        ge=0,
-        le=1,
-    )
-    gate_required_guard_rejected_max: float = setting(
-        0.05,
-        "Routing phase gate preferred → required: largest share of MEMORY.md updates the guard may hold (reasons "
-        "starting heading_retention not counted).",
-        ge=0,
-        le=1,
-    )
+RoutingMode = Literal["compatible", "preferred", "required"]
 
 
 class CurateSettings(Group):
@@ -371,6 +304,41 @@ class CurateSettings(Group):
         flat="curate_conflict_resolution",
     )
 
+    routing_mode: RoutingMode = setting(
+        "compatible",
+        "What a consolidation does with a response whose daily_sections are missing or broken (seed 002 R2): "
+        "compatible (write its history_entry to the daily file instead), preferred (refuse it once, asking the "
+        "host for daily_sections; the second answer falls back like compatible), required (refuse it: nothing "
+        "is written without valid daily_sections). Each apply writes one routing.jsonl row.",
+        flat="curate_routing_mode",
+    )
+    entries_per_chunk: int = setting(
+        40,
+        "Daily entries per consolidation request; more are split into chunks, each prepared with a progress "
+        "record and applied as its own change (a crash resumes at the first unfinished chunk).",
+        flat="consolidate_entries_per_chunk",
+        gt=0,
+    )
+    recent_days: int = setting(
+        14,
+        "Daily files of the last this many days are offered to a consolidation (entries not consolidated yet).",
+        flat="consolidate_recent_days",
+        gt=0,
+    )
+    request_memory_chars: int = setting(
+        16000,
+        "Characters of MEMORY.md (and again of INSIGHTS.md) a consolidation request carries at most, whole "
+        "bullets; the request says when it left some out.",
+        flat="consolidate_memory_chars",
+        gt=0,
+    )
+    request_daily_chars: int = setting(
+        24000,
+        "Characters of daily entries one consolidation request carries at most (with entries_per_chunk).",
+        flat="consolidate_daily_chars",
+        gt=0,
+    )
+
     replay_check: bool = setting(
         True,
         "Before a consolidation writes, replay the prompts kept in replay.jsonl against the memory as it would be; "
@@ -395,6 +363,76 @@ class CurateSettings(Group):
         if any(not k or len(k) > 100 or not k.strip("*? ") for k in cleaned):
             raise ValueError("each key 1-100 characters, not only wildcards")
         return cleaned
+
+
+class ObservabilitySettings(Group):
+    """The rows the daemon keeps under a workspace's ``data/memory/observability/`` and ``audit``, which reads
+    them (docs/reference/curation.md, "Observability and audit")."""
+
+    trace: bool = setting(
+        True,
+        "Append one row per recall for a prompt (context with query_text: the hooks, the MCP tool) to "
+        "data/memory/observability/recall.jsonl: why recall fired or not, hits, injected, item ids; never text.",
+        flat="observability_trace",
+    )
+    replay: bool = setting(
+        True,
+        "Keep the last observability_replay_keep prompts whose recalled passages were injected (the prompt's text, "
+        "the passages' paths, line ranges, item ids and line digests — not their text) in "
+        "data/memory/observability/replay.jsonl, in the workspace only, for the replay check before a "
+        "consolidation; false keeps none (and the check has nothing to replay).",
+        flat="observability_replay",
+    )
+    replay_keep: int = setting(
+        200,
+        "Prompts replay.jsonl keeps; the file is cut back to the newest this many when it holds twice as many.",
+        flat="observability_replay_keep",
+        gt=0,
+        le=100_000,
+    )
+    audit_max_bytes: int = setting(
+        8 * 1024 * 1024,
+        "audit reads at most this many bytes from the end of each observability file (and history.jsonl); older "
+        "rows are left out and the answer says so.",
+        flat="audit_max_bytes",
+        gt=0,
+    )
+    gate_preferred_window_days: int = setting(
+        7, "Routing phase gate compatible → preferred: the window, in days.", gt=0
+    )
+    gate_preferred_min_runs: int = setting(
+        50, "Routing phase gate compatible → preferred: consolidations needed in the window.", gt=0
+    )
+    gate_preferred_structured_rate: float = setting(
+        0.75,
+        "Routing phase gate compatible → preferred: share of consolidations whose daily sections were routed.",
+        ge=0,
+        le=1,
+    )
+    gate_preferred_written_rate: float = setting(
+        0.80,
+        "Routing phase gate compatible → preferred: share of MEMORY.md updates written (written or "
+        "sanitize_modified, of those that had something to write).",
+        ge=0,
+        le=1,
+    )
+    gate_required_window_days: int = setting(14, "Routing phase gate preferred → required: the window, in days.", gt=0)
+    gate_required_min_runs: int = setting(
+        100, "Routing phase gate preferred → required: consolidations needed in the window.", gt=0
+    )
+    gate_required_daily_sections_rate: float = setting(
+        0.95,
+        "Routing phase gate preferred → required: share of consolidations whose answer carried daily_sections.",
+        ge=0,
+        le=1,
+    )
+    gate_required_guard_rejected_max: float = setting(
+        0.05,
+        "Routing phase gate preferred → required: largest share of MEMORY.md updates the guard may hold (reasons "
+        "starting heading_retention not counted).",
+        ge=0,
+        le=1,
+    )
 
 
 GROUPS: dict[str, type[Group]] = {

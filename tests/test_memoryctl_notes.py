@@ -126,12 +126,15 @@ def test_help_lists_every_verb() -> None:
             "answer",
             "observe",
             "compile",
+            "consolidate",
+            "compact",
             "resolve",
             "rules",
             "timeline",
             "candidates",
             "hook",
             "audit",
+            "merge-file",
         )
     )  # every verb, each once, in this order
 

@@ -79,6 +79,12 @@ FLAT_BEFORE = [
     "gate_required_min_runs",
     "gate_required_daily_sections_rate",
     "gate_required_guard_rejected_max",
+    # issue 22: consolidation (h-consol; replay_check / replay_top_k: h-audit's, in the curate group)
+    "curate_routing_mode",
+    "consolidate_entries_per_chunk",
+    "consolidate_recent_days",
+    "consolidate_memory_chars",
+    "consolidate_daily_chars",
     "replay_check",
     "replay_top_k",
 ]

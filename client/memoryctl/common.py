@@ -249,3 +249,17 @@ def timeout_arg(text: str) -> float:
         import argparse
 
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def json_object_arg(text: str, option: str) -> dict[str, Any]:
+    """An option's value that must be a JSON object (``remember --metadata``); Usage otherwise."""
+    import json
+
+    hint = f'Quote the object for the shell: {option} \'{{"source": "review"}}\'.'
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise Usage(f"{option} is not valid JSON: {exc}", hint) from None
+    if not isinstance(value, dict):
+        raise Usage(f"{option} must be a JSON object, not {type(value).__name__}", hint)
+    return value

@@ -144,12 +144,31 @@ def build(daemon: Daemon) -> MCPServer:
                 'synonyms and their translations (["uart timeout", "serial port", "串口", "超时"]).',
             ),
         ] = None,
+        confidence: Annotated[
+            float | None, Field(ge=0, le=1, description="How sure it is, 0-1 (default 1.0): kept with its item.")
+        ] = None,
+        evidence: Annotated[
+            list[str] | None,
+            Field(max_length=100, description="What it rests on: observation ids (obs_…), entry ids (ent_…)."),
+        ] = None,
+        metadata: Annotated[
+            dict[str, Any] | None, Field(description="Any small JSON object kept with the entry's item.")
+        ] = None,
     ) -> dict[str, Any]:
         """Append an entry to today's memory file (memory/YYYY-MM-DD.md); it is searchable at once. Pass
         `keywords` in English and in Chinese (whichever language the text is in): they are kept visibly as a
         `Keywords:` line of the entry and make it findable by a question in either language. Returns its `id`
         (memory_forget takes it) and where it was written. <private>…</private> spans are never stored."""
-        params = {"text": text, "type": type, "reason": reason, "followup": followup, "keywords": keywords}
+        params = {
+            "text": text,
+            "type": type,
+            "reason": reason,
+            "followup": followup,
+            "keywords": keywords,
+            "confidence": confidence,
+            "evidence": evidence,
+            "metadata": metadata,
+        }
         return await daemon.call("remember", params)
 
     @server.tool(annotations=APPENDS)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import date
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import anyio
-from pydantic import AfterValidator, Field, model_validator
+import orjson
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from memoryd.methods.services import Ctx, Handlers, Services, services
 from memoryd.models import Degraded, OwnerToken, Wire, WorkspaceRef
@@ -18,10 +19,14 @@ from memoryd.notes.api import (
     ValidationReport,
     WorkspaceHits,
 )
+from memoryd.notes.items import ItemFields
 from memoryd.notes.search import Options
+from memoryd.rules.api import _deeper_than
 from memoryd.workspaces import Workspace
 
 Scope = Literal["workspace", "all"]
+METADATA_MAX_BYTES = 8 * 1024
+METADATA_MAX_DEPTH = 8
 
 
 class ScopedParams(Wire):
@@ -60,8 +65,32 @@ class RememberParams(Wire):
         "so they are indexed and embedded with it. Split at commas (also ， and 、), <private> spans stripped, "
         "repeats dropped; they count toward remember_max_bytes.",
     )
+    confidence: float | None = Field(
+        default=None, ge=0, le=1, description="How sure the entry is, 0-1 (its item's confidence; default 1.0)."
+    )
+    evidence: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list,
+        max_length=100,
+        description="What it rests on: observation ids (obs_…), other entries' ids (ent_…), run ids, file paths.",
+    )
+    metadata: dict[str, Any] | None = Field(
+        default=None,
+        description=f"Any JSON object kept with the entry's item (data/memory/items.jsonl), at most "
+        f"{METADATA_MAX_BYTES} bytes as JSON, nested at most {METADATA_MAX_DEPTH} levels.",
+    )
     dry_run: bool = Field(default=False, description="Return the planned write; write nothing.")
     scope: Literal["workspace"] = Field(default="workspace", description="Writes never take scope 'all'.")
+
+    @field_validator("metadata")
+    @classmethod
+    def _small(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        if _deeper_than(value, METADATA_MAX_DEPTH):
+            raise ValueError(f"metadata is nested more than {METADATA_MAX_DEPTH} levels deep")
+        if len(orjson.dumps(value)) > METADATA_MAX_BYTES:
+            raise ValueError(f"metadata is over {METADATA_MAX_BYTES} bytes as JSON")
+        return value
 
 
 def _valid_day(value: str) -> str:
@@ -171,6 +200,7 @@ def register(d: Handlers) -> None:
             followup=p.followup,
             dry_run=p.dry_run,
             keywords=tuple(p.keywords),
+            item=ItemFields(confidence=p.confidence, evidence=tuple(p.evidence), metadata=p.metadata),
         )
         return result
 

@@ -57,17 +57,21 @@ def register(d: Handlers) -> None:
 
     @d.register("compile.prepare", PrepareParams, PrepareResult, writes=True)
     async def prepare(ctx: Ctx, p: PrepareParams) -> PrepareResult:
-        """Gather uncompiled observations and the current rules into compile_request.json for the host's LLM."""
+        """Gather uncompiled observations, the current rules and the daily notes not consolidated yet (with
+        MEMORY.md's and INSIGHTS.md's sections and the open questions) into compile_request.json for the host's
+        LLM; a progress record is written before each chunk is handed out."""
         app = services(ctx)
         ws = await app.workspace(p.workspace, write=True)
-        return await app.rules.prepare(ws, run_id=p.run_id, model_id=p.model_id, since=p.since, restart=p.restart)
+        return await app.curate.prepare(ws, run_id=p.run_id, model_id=p.model_id, since=p.since, restart=p.restart)
 
     @d.register("compile.apply", ApplyParams, ApplyResult, writes=True)
     async def apply(ctx: Ctx, p: ApplyParams) -> ApplyResult:
-        """Validate a compile response and write rules, candidates and overrides (journaled, idempotent)."""
+        """Validate a compile response and write rules, candidates and overrides, and its consolidation
+        (memory_update merged into MEMORY.md, daily_sections, history_entry, insights_update) as one change
+        (journaled, idempotent, restorable)."""
         app = services(ctx)
         ws = await app.workspace(p.workspace, write=not p.dry_run)
-        result = await app.rules.apply(ws, response=p.response, path=p.path, dry_run=p.dry_run)
+        result = await app.curate.apply(ws, response=p.response, path=p.path, dry_run=p.dry_run)
         return await app.runtime.wrote(ws, result)
 
     @d.register("resolve", ResolveParams, ResolveResult)

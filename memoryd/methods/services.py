@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from memoryd.config import Settings
 from memoryd.context.service import ContextService
+from memoryd.curate.service import CurateService
 from memoryd.curate.trace import TraceWriter
 from memoryd.notes.service import NotesService
 from memoryd.rpc import Context, Dispatcher
@@ -30,6 +31,7 @@ class Services(Protocol):
     notes: NotesService
     rules: RulesService
     context: ContextService
+    curate: CurateService
     trace: TraceWriter
     runtime: Runtime
 

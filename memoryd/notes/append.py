@@ -61,6 +61,7 @@ class Request:
     reason: str | None
     followup: str | None
     keywords: tuple[str, ...] = ()
+    item: Any = None  # items.ItemFields: what remember said of the entry's item (its sidecar line)
     taken: bool = False
     result: Written | None = None
     error: AppError | None = None

@@ -11,13 +11,23 @@ files under ``data/memory/`` (decision 0009):
   the change journal (a backup, a history line with its own run_id), so ``restore {run_id}`` undoes it like any
   other change. Search and context leave out the sections a tombstone names; the Markdown keeps them (audit).
 
+- ``curated.jsonl``, append-only, one line per bullet a consolidation wrote into MEMORY.md or INSIGHTS.md (or
+  changed): its id (``mem_…``, from path, section and the bullet's words), the observation and entry ids it rests on
+  (``evidence``), ``confidence``, ``metadata`` (request, whether the model stated them) and a ``revision`` that goes
+  up each time a later consolidation changes it (new evidence, another confidence, removed by ``[replace]``:
+  ``deleted_at``). The last line of an id is its current state. Written only inside the consolidation's change
+  (``journal.commit``), so ``restore`` of that change takes its lines back out too; never by ``remember``, whose
+  sidecar (items.jsonl) is appended outside the rules lock.
+
 Plain functions over files; the journal that writes ``forgotten.json`` is the rules domain's.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +36,32 @@ import structlog
 
 from memoryd.fsio import FileTooLarge, NotRegularFile, append_line, read_regular
 from memoryd.notes.append import Written
+from memoryd.notes.daily import strip_private, strip_private_value
 
 log = structlog.get_logger("memoryd.items")
 
 ITEMS_FILE = "data/memory/items.jsonl"
 FORGOTTEN_FILE = "data/memory/forgotten.json"
+CURATED_FILE = "data/memory/curated.jsonl"
 READ_MAX_BYTES = 64 * 1024 * 1024
 DEFAULTS: dict[str, Any] = {"confidence": 1.0, "evidence": [], "metadata": {}, "revision": 1, "deleted_at": None}
+
+
+@dataclass(frozen=True, slots=True)
+class ItemFields:
+    """What remember may say of its entry's item besides where it is (decision 0009's defaults otherwise)."""
+
+    confidence: float | None = None
+    evidence: tuple[str, ...] = ()
+    metadata: dict[str, Any] | None = None
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "confidence": DEFAULTS["confidence"] if self.confidence is None else self.confidence,
+            "evidence": [strip_private(e) for e in self.evidence if strip_private(e).strip()],
+            "metadata": {} if self.metadata is None else strip_private_value(self.metadata),
+            "revision": 1,
+        }
 
 
 def heading_key(heading: str) -> str:
@@ -40,8 +69,9 @@ def heading_key(heading: str) -> str:
     return heading.lstrip("#").strip()
 
 
-def record(root: Path, entries: list[Written], created_at: str) -> None:
-    """Append one line per entry remember wrote."""
+def record(root: Path, entries: list[Written], created_at: str, fields: dict[str, ItemFields] | None = None) -> None:
+    """Append one line per entry remember wrote (``fields``: by entry id, what its remember said of the item)."""
+    fields = fields or {}
     lines = b"".join(
         orjson.dumps(
             {
@@ -51,7 +81,7 @@ def record(root: Path, entries: list[Written], created_at: str) -> None:
                 "first_line": e.first_line,
                 "start_line": e.start_line,
                 "created_at": created_at,
-                **{k: v for k, v in DEFAULTS.items() if k != "deleted_at"},
+                **fields.get(e.id, ItemFields()).fields(),
             }
         )
         + b"\n"
@@ -59,6 +89,27 @@ def record(root: Path, entries: list[Written], created_at: str) -> None:
     )
     if lines:
         append_line(root / ITEMS_FILE, lines[:-1], root=root)
+
+
+def curated_id(path: str, section: str, bullet_key: str) -> str:
+    """A consolidated bullet's id: stable for the same words in the same section of the same file."""
+    digest = hashlib.sha256(f"{path}\0{section}\0{bullet_key}".encode()).hexdigest()
+    return f"mem_{digest[:20]}"
+
+
+def load_curated(root: Path) -> tuple[bytes, dict[str, dict[str, Any]]]:
+    """curated.jsonl's bytes and every item's current state (its last line), defaults filled in; torn or
+    foreign lines skipped."""
+    data = _read(root, CURATED_FILE)
+    out: dict[str, dict[str, Any]] = {}
+    for line in data.splitlines():
+        try:
+            raw = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(raw, dict) and isinstance(raw.get("id"), str) and raw["id"].startswith("mem_"):
+            out[raw["id"]] = {**DEFAULTS, **raw}
+    return data, out
 
 
 def load(root: Path) -> dict[str, dict[str, Any]]:

@@ -25,6 +25,7 @@ def request(
     followup: str | None,
     max_bytes: int,
     keywords: tuple[str, ...] | list[str] = (),
+    item: items.ItemFields | None = None,
 ) -> append.Request:
     """The entry to write, ``<private>`` spans stripped (keywords cleaned: daily.clean_keywords);
     MEMORY_TOO_LARGE / MEMORY_EMPTY for what cannot be one."""
@@ -37,7 +38,7 @@ def request(
         raise AppError("MEMORY_TOO_LARGE", f"Entry is {size} bytes; the limit is {max_bytes}", limit=max_bytes)
     if not text.strip():
         raise AppError("MEMORY_EMPTY")
-    return append.Request(kind, text, reason, followup, words)
+    return append.Request(kind, text, reason, followup, words, item)
 
 
 async def dry_run(notes: WorkspaceNotes, entry: append.Request) -> tuple[Written, str]:
@@ -77,7 +78,8 @@ def _write(notes: WorkspaceNotes, batch: list[append.Request]) -> None:
     if behind is not None:  # written, not indexed: the watcher or `memoryctl index` catches up
         notes.pending.add(behind)
     written = [one.result for one in batch if one.result is not None]
+    fields = {one.result.id: one.item for one in batch if one.result is not None and one.item is not None}
     try:  # the entries' ids, for forget and audit (decision 0009)
-        items.record(notes.root, written, datetime.now().astimezone().isoformat(timespec="seconds"))
+        items.record(notes.root, written, datetime.now().astimezone().isoformat(timespec="seconds"), fields)
     except OSError as exc:  # the entries are written; only their sidecar lines are missing
         log.warning("items_record_failed", workspace_id=notes.ws.id, error=type(exc).__name__)

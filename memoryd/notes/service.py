@@ -19,6 +19,7 @@ from memoryd.errors import AppError
 from memoryd.notes import api, indexer, remember
 from memoryd.notes import files as memory_files
 from memoryd.notes.append import Written
+from memoryd.notes.items import ItemFields
 from memoryd.notes.search import Options, SearchPipeline
 from memoryd.notes.semantic import Semantic
 from memoryd.notes.workspace import WorkspaceNotes
@@ -155,8 +156,9 @@ class NotesService:
         followup: str | None,
         dry_run: bool,
         keywords: tuple[str, ...] = (),
+        item: ItemFields | None = None,
     ) -> api.RememberResult:
-        entry = remember.request(kind, text, reason, followup, self.settings.remember_max_bytes, keywords)
+        entry = remember.request(kind, text, reason, followup, self.settings.remember_max_bytes, keywords, item)
         # The Markdown file is the truth: a broken index must not stop a write (data safety first).
         notes = self.get_notes(ws)
         await notes.opened.wait()

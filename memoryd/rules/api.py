@@ -90,6 +90,9 @@ class PrepareResult(Wire):
         description="How many observations the request holds (renamed from `observations`, which is the list "
         "inside `request`)."
     )
+    entry_count: int = Field(
+        default=0, description="How many daily entries the request offers for consolidation (memoryd.curate)."
+    )
     chunk: dict[str, Any] | None = Field(default=None, description="{batch_id, index, of}: large evidence is split.")
     remaining: int = Field(description="Outstanding requests after this one (apply them one by one).")
     resumed: bool = Field(description="True when an outstanding request was handed out again.")
@@ -130,6 +133,11 @@ class ApplyResult(Wire):
     writes: list[PlannedWrite]
     demoted: list[str] = Field(default_factory=list, description="Items staged as candidates for low confidence.")
     warnings: list[str] = Field(default_factory=list)
+    consolidation: dict[str, Any] | None = Field(
+        default=None,
+        description="What the consolidation fields did: per target (memory, insights, daily, history) its outcome "
+        "and counts, the routing result, the entries marked consolidated (docs/reference/curation.md).",
+    )
 
 
 # --- resolve ----------------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from memoryd.rules import api as m
 from memoryd.rules import changes, handedit, journal
 from memoryd.rules import compile as comp
 from memoryd.rules.changes import REQUESTS_DIR
+from memoryd.rules.extension import Curator
 from memoryd.rules.fwrange import parse_range
 from memoryd.rules.models import CompileResponse, ProposedOverride, ProposedRule, Rule
 from memoryd.rules.ruleset import Layer, overrides_yaml, rule_yaml
@@ -57,8 +58,11 @@ def apply(
     response: dict[str, Any] | None = None,
     path: str | None = None,
     dry_run: bool = False,
+    curator: Curator | None = None,
 ) -> m.ApplyResult:
-    """Apply the compile response given inline (``response``) or in a workspace file (``path``)."""
+    """Apply the compile response given inline (``response``) or in a workspace file (``path``). ``curator``: its
+    consolidation fields (memory_update, daily_sections, history_entry, insights_update) are planned by it and
+    written in the same change."""
     # <private> spans leave every string of the response (facts, summaries, keys, the kept compile_response.json)
     # before anything is checked, planned or written: rule files are meant for commits, overrides for prompts.
     raw = strip_private_value(_load_response(wr, response, path))
@@ -84,6 +88,11 @@ def apply(
     proposed = CompileResponse.model_validate(raw)  # checked against the response schema just above
     now = ids.iso(datetime.now())
     writes, demoted = _plan(settings, wr, proposed, now)
+    assert record is not None  # _check refused a response that answers no outstanding request
+    extra = None if curator is None else curator.plan(wr, raw, proposed.request_id, record, now, dry_run)
+    rule_paths = [w.path for w in writes]
+    if extra is not None:
+        writes += extra.writes
     planned = changes.planned(root, writes)
     if dry_run:
         return m.ApplyResult(
@@ -94,12 +103,13 @@ def apply(
             writes=planned,
             demoted=demoted,
             warnings=warnings,
+            consolidation=None if extra is None else extra.answer,
         )
     run_id = ids.new_id("apply")
-    comp.mark_compiled(state, wr.evidence, record["observation_ids"] if record else [])
-    assert record is not None
+    comp.mark_compiled(state, wr.evidence, record["observation_ids"])
     record.update(status="applied", run_id=run_id, response_sha=digest, applied_at=now)
     record["observation_ids"] = []
+    record.pop("entries", None)  # marked consolidated by the curator's writes, in this same change
     bookkeeping = [
         journal.FileWrite(
             f"{REQUESTS_DIR}/{proposed.request_id}/compile_response.json",
@@ -107,10 +117,15 @@ def apply(
             record=False,
         ),
         journal.FileWrite(comp.STATE_FILE, comp.dump_state(state), record=False),
+        *(extra.bookkeeping if extra is not None else ()),
     ]
     entry = {"op": "compile.apply", "ts": now, "request_id": proposed.request_id, "observation_ids": sorted(cited)}
+    if extra is not None:
+        entry.update(extra.entry)
     journal.commit(root, run_id, entry, writes + bookkeeping)
-    wr.rules.reload([w.path for w in writes])
+    wr.rules.reload(rule_paths)
+    if extra is not None and extra.after is not None:
+        extra.after(run_id)
     log.info(
         "compile_applied",
         workspace_id=wr.ws.id,
@@ -126,6 +141,7 @@ def apply(
         writes=planned,
         demoted=demoted,
         warnings=warnings,
+        consolidation=None if extra is None else extra.answer,
     )
 
 

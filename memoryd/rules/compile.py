@@ -57,6 +57,36 @@ Write nothing else: no prose, no Markdown fences.
 """
 
 
+CONSOLIDATION_INSTRUCTIONS = """
+This request also consolidates daily notes (`consolidation`). Besides the rules above, answer with:
+
+- `memory_update`: Markdown for MEMORY.md, durable facts only: `## Section` headings, one `- ` bullet per fact,
+  one line each. Write only the sections you add to or change; a section you leave out is kept as it is, and a
+  bullet already in `consolidation.memory` need not be repeated (duplicates are dropped). To drop or rewrite
+  bullets of a section, write its heading as `## Title [replace]` followed by the complete new list: only then are
+  bullets removed. End a bullet with `[evidence: <ids>; confidence: <0..1>]` naming the observation ids
+  (obs_…) and daily entry ids (dn_…) it rests on; that marker is kept as the bullet's metadata, not in the file.
+  No dates, URLs, secrets, tokens or <private> content in MEMORY.md.
+- `daily_sections`: what today's notes add, as {"Topics": [...], "Decisions": [...], "Tool Activity": [...],
+  "Open Questions": [...]}, each a list of one-line strings (empty lists are fine). It is written to today's daily
+  file (`consolidation.today`).
+- `history_entry`: ONE line for HISTORY.md saying what this consolidation covered.
+- `insights_update`: optional Markdown for INSIGHTS.md, lessons learned that matter for weeks, not forever
+  (trade-offs, debugging findings), in the same `## Section` / `- ` shape.
+- Answer `consolidation.open_questions` in `memory_update` when the notes settle them; keep the rest open.
+- Cite every observation id you use in provenance_summary.observation_ids_used (entry ids dn_… go only in the
+  evidence markers). If the notes hold nothing durable, leave memory_update out.
+"""
+
+
+COMPACT_INSTRUCTIONS = """
+This request COMPACTS archived days (`consolidation.compact`): answer with a `history_entry` of one line
+summarizing what those days did and decided (it is appended to HISTORY.md; the archived files stay until their
+TTL). `memory_update` is optional (durable facts the archive holds that MEMORY.md lacks); daily_sections are not
+used.
+"""
+
+
 @cache
 def response_schema() -> dict[str, Any]:
     schema = CompileResponse.model_json_schema()
@@ -116,6 +146,9 @@ def load_state(data: bytes | None) -> dict[str, Any]:
 
 
 _REQUEST_ID = re.compile(r"cr_[0-9A-Za-z]{1,64}")
+# a daily entry a request holds (memoryd.curate): its daily file (or archived day) and its id
+_ENTRY = re.compile(r"memory/(?:archive/)?\d{4}-\d{2}-\d{2}\.md#dn_[0-9a-f]{20}")
+_ARCHIVED = re.compile(r"memory/archive/\d{4}-\d{2}-\d{2}\.md")
 _RECORD_TYPES = {"status": str, "batch_id": str, "index": int, "of": int, "filters": dict, "observation_ids": list}
 
 
@@ -140,6 +173,12 @@ def _state_problem(state: Any) -> str | None:
                 return f"request {rid}: {key}"
         if not all(isinstance(i, str) for i in record["observation_ids"]):
             return f"request {rid}: observation_ids"
+        entries = record.get("entries", [])
+        if not isinstance(entries, list) or not all(isinstance(i, str) and _ENTRY.fullmatch(i) for i in entries):
+            return f"request {rid}: entries"
+        compact = record.get("compact", [])
+        if not isinstance(compact, list) or not all(isinstance(p, str) and _ARCHIVED.fullmatch(p) for p in compact):
+            return f"request {rid}: compact"
     return None
 
 

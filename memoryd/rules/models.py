@@ -96,6 +96,11 @@ class ProvenanceSummary(Wire):
     observation_ids_used: list[str] = Field(description="Every observation id cited anywhere in the response.")
 
 
+DAILY_SECTIONS = ("Topics", "Decisions", "Tool Activity", "Open Questions")
+MEMORY_UPDATE_MAX_CHARS = 200_000  # a whole MEMORY.md's worth; sanitize caps bullets and sections further
+HISTORY_ENTRY_MAX_CHARS = 2_000
+
+
 class CompileResponse(Wire):
     """What the host LLM answers to a compile request: proposals only, never file contents."""
 
@@ -105,6 +110,77 @@ class CompileResponse(Wire):
     overrides: list[ProposedOverride] = Field(default_factory=list, max_length=1000)
     provenance_summary: ProvenanceSummary
     notes: str | None = Field(default=None, max_length=10_000, description="Free text for the reviewer.")
+    memory_update: str | None = Field(
+        default=None,
+        max_length=MEMORY_UPDATE_MAX_CHARS,
+        description="Markdown for MEMORY.md: `## Section` headings with `- ` bullets, merged section by section "
+        "(union, duplicates dropped; sections left out are kept). `## Title [replace]` replaces that section's "
+        "bullets. A bullet may end with `[evidence: obs_…, ent_…; confidence: 0.8]` (kept as the bullet's item "
+        "metadata, not in the file).",
+    )
+    daily_sections: Any = Field(
+        default=None,
+        description="For today's daily file: an object whose keys are among "
+        + ", ".join(DAILY_SECTIONS)
+        + " and whose values are lists of one-line strings. How a missing or broken value is treated is the "
+        "routing mode's (curate_routing_mode); it is checked by the routing step, not by this schema.",
+        json_schema_extra={
+            "examples": [
+                {
+                    "Topics": ["UART flow control"],
+                    "Decisions": ["use RTS/CTS"],
+                    "Tool Activity": [],
+                    "Open Questions": [],
+                }
+            ]
+        },
+    )
+    history_entry: str | None = Field(
+        default=None,
+        max_length=HISTORY_ENTRY_MAX_CHARS,
+        description="One line for HISTORY.md (append-only): what this consolidation covered.",
+    )
+    insights_update: str | None = Field(
+        default=None,
+        max_length=MEMORY_UPDATE_MAX_CHARS,
+        description="Markdown for INSIGHTS.md (semi-durable lessons, expire after the TTL), merged like memory_update.",
+    )
+
+
+class DailyNote(Wire):
+    """One daily entry a consolidation request offers."""
+
+    entry_id: str = Field(description="dn_ + a digest of path, heading and text: cite it as evidence.")
+    item_id: str | None = Field(default=None, description="The entry's ent_… id when remember wrote it.")
+    path: str
+    heading: str
+    text: str = Field(description="The entry's lines under its heading (private spans stripped).")
+
+
+class MemorySection(Wire):
+    title: str
+    bullets: list[str]
+
+
+class ConsolidationMaterial(Wire):
+    """What a request carries for consolidation: the memory as it is, the notes to fold in, the open questions."""
+
+    routing_mode: Literal["compatible", "preferred", "required"]
+    today: str = Field(description="The day daily_sections are written to (YYYY-MM-DD).")
+    memory: list[MemorySection] = Field(description="MEMORY.md's sections now (whole bullets, bounded).")
+    memory_truncated: bool = Field(description="True when sections or bullets of MEMORY.md were left out.")
+    insights: list[MemorySection] = Field(description="INSIGHTS.md's sections now (bounded like memory).")
+    insights_truncated: bool
+    daily_notes: list[DailyNote] = Field(description="Daily entries not consolidated yet, oldest first.")
+    open_questions: list[str] = Field(description="Questions still open (daily Open Questions, ask_user conflicts).")
+    retry: str | None = Field(
+        default=None, description="Set when an earlier answer to this request was refused: what it lacked."
+    )
+    compact: list[str] | None = Field(
+        default=None,
+        description="lifecycle.compact: the archived daily files these notes come from; the answer's history_entry "
+        "summarizes them for HISTORY.md.",
+    )
 
 
 class Rule(Wire):
@@ -157,3 +233,6 @@ class CompileRequest(Wire):
     policy: Policy
     instructions: str
     response_schema: dict[str, Any]
+    consolidation: ConsolidationMaterial | None = Field(
+        default=None, description="Present when the request also consolidates daily notes into MEMORY.md."
+    )

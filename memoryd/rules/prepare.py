@@ -16,6 +16,7 @@ from memoryd.rules import api as m
 from memoryd.rules import compile as comp
 from memoryd.rules import handedit, journal
 from memoryd.rules.changes import REQUESTS_DIR
+from memoryd.rules.extension import Curator
 from memoryd.rules.models import RECOMMENDED_PREFIXES, CompileRequest, Observation, Policy, RequestChunk
 from memoryd.rules.workspace import WorkspaceRules
 from memoryd.settings import RulesSettings
@@ -31,7 +32,10 @@ def prepare(
     model_id: str | None = None,
     since: str | None = None,
     restart: bool = False,
+    curator: Curator | None = None,
 ) -> m.PrepareResult:
+    """``curator``: also gather daily notes not consolidated yet (memoryd.curate), in chunks of their own; a batch
+    has as many requests as the longer of its observation and entry chunks."""
     wr.evidence.refresh()
     wr.rules.reload()
     handedit.record(wr)  # a hand edit not recorded yet is a revision before this change
@@ -51,34 +55,52 @@ def prepare(
         same = [(rid, r) for rid, r in outstanding if r["filters"] == filters]
         if same:
             rid, record = same[0]
-            return _prepared(*_request(settings, wr, rid, record), len(same) - 1, resumed=True)
-    taken = {oid for _rid, r in outstanding for oid in r["observation_ids"]}
+            handed = _request(settings, wr, rid, record, curator)
+            if curator is not None:
+                curator.started(wr, rid, record)
+            return _prepared(*handed, len(same) - 1, resumed=True)
+    taken = {oid for _rid, r in outstanding for oid in [*r["observation_ids"], *r.get("entries", [])]}
     selected = _select(wr, state, taken, run_id=run_id, model_id=model_id, start=start)
-    if not selected:
+    entry_chunks = [] if curator is None or run_id or model_id else curator.select(wr, taken, start)
+    if not selected and not entry_chunks:
         if restart:
             atomic_write(root / comp.STATE_FILE, comp.dump_state(state), root=root)
         return m.PrepareResult(request_id=None, path=None, observation_count=0, remaining=0, resumed=False)
-    chunks = _chunks(settings, selected)
+    chunks = _chunks(settings, selected) if selected else []
+    count = max(len(chunks), len(entry_chunks))
     batch_id = ids.new_id("cb")
-    first: tuple[CompileRequest, str] | None = None
-    for index, chunk in enumerate(chunks, 1):
+    first: tuple[str, dict[str, Any]] | None = None
+    for index in range(1, count + 1):
         rid = ids.new_id("cr")
         record = {
             "status": "outstanding",
             "batch_id": batch_id,
             "index": index,
-            "of": len(chunks),
+            "of": count,
             "filters": filters,
-            "observation_ids": [o.observation_id for o in chunk],
+            "observation_ids": [o.observation_id for o in chunks[index - 1]] if index <= len(chunks) else [],
             "created_at": ids.iso(datetime.now()),
         }
+        if index <= len(entry_chunks):
+            record["entries"] = entry_chunks[index - 1]
         state["requests"][rid] = record
-        written = _request(settings, wr, rid, record)
-        first = first or written
+        first = first or (rid, record)
     atomic_write(root / comp.STATE_FILE, comp.dump_state(state), root=root)
     assert first is not None
-    log.info("compile_prepared", workspace_id=wr.ws.id, observations=len(selected), requests=len(chunks))
-    return _prepared(first[0], first[1], len(chunks) - 1, resumed=False)
+    for rid, record in state["requests"].items():  # each request file (rebuilt when it is handed out again)
+        if record["batch_id"] == batch_id and rid != first[0]:
+            _request(settings, wr, rid, record, curator)
+    handed = _request(settings, wr, *first, curator)
+    if curator is not None:
+        curator.started(wr, *first)
+    log.info(
+        "compile_prepared",
+        workspace_id=wr.ws.id,
+        observations=len(selected),
+        entries=sum(len(c) for c in entry_chunks),
+        requests=count,
+    )
+    return _prepared(*handed, count - 1, resumed=False)
 
 
 def _select(
@@ -129,10 +151,10 @@ def _chunks(settings: RulesSettings, selected: list[Observation]) -> list[list[O
 
 
 def _request(
-    settings: RulesSettings, wr: WorkspaceRules, rid: str, record: dict[str, Any]
+    settings: RulesSettings, wr: WorkspaceRules, rid: str, record: dict[str, Any], curator: Curator | None = None
 ) -> tuple[CompileRequest, str]:
-    """Build and write the request file of one outstanding request from the current rules and evidence; returns
-    it and its path."""
+    """Build and write the request file of one outstanding request from the current rules and evidence (and, with
+    entries to consolidate, the memory files as they are now); returns it and its path."""
     observations = [s.observation for oid in record["observation_ids"] if (s := wr.evidence.get(oid)) is not None]
     models = {o.model_id for o in observations if o.model_id}
     if record["filters"].get("model_id"):
@@ -153,6 +175,10 @@ def _request(
         instructions=comp.INSTRUCTIONS,
         response_schema=comp.response_schema(),
     )
+    material = curator.material(wr, record) if curator is not None and record.get("entries") else None
+    if material is not None:
+        extra = comp.CONSOLIDATION_INSTRUCTIONS + (comp.COMPACT_INSTRUCTIONS if material.compact else "")
+        request = request.model_copy(update={"consolidation": material, "instructions": comp.INSTRUCTIONS + extra})
     rel = f"{REQUESTS_DIR}/{rid}/compile_request.json"
     data = request.model_dump(mode="json", exclude_none=True)
     atomic_write(wr.root / rel, orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n", root=wr.root)
@@ -164,6 +190,7 @@ def _prepared(request: CompileRequest, path: str, remaining: int, *, resumed: bo
         request_id=request.request_id,
         path=path,
         observation_count=len(request.observations),
+        entry_count=len(request.consolidation.daily_notes) if request.consolidation else 0,
         chunk=request.chunk.model_dump(),
         remaining=remaining,
         resumed=resumed,

@@ -31,6 +31,7 @@ from memoryd.rules import compile as comp
 from memoryd.rules import handedit, journal, review, undo
 from memoryd.rules import prepare as compile_prepare
 from memoryd.rules.evidence import EvidenceStore, file_of
+from memoryd.rules.extension import Curator
 from memoryd.rules.fwrange import FwRangeError
 from memoryd.rules.models import Observation, unrecommended
 from memoryd.rules.ruleset import RuleSet
@@ -228,11 +229,12 @@ class RulesService:
         model_id: str | None = None,
         since: str | None = None,
         restart: bool = False,
+        curator: Curator | None = None,
     ) -> m.PrepareResult:
         return await self._locked(
             ws,
             lambda wr: compile_prepare.prepare(
-                self.settings, wr, run_id=run_id, model_id=model_id, since=since, restart=restart
+                self.settings, wr, run_id=run_id, model_id=model_id, since=since, restart=restart, curator=curator
             ),
         )
 
@@ -243,9 +245,13 @@ class RulesService:
         response: dict[str, Any] | None = None,
         path: str | None = None,
         dry_run: bool = False,
+        curator: Curator | None = None,
     ) -> m.ApplyResult:
         return await self._locked(
-            ws, lambda wr: compile_apply.apply(self.settings, wr, response=response, path=path, dry_run=dry_run)
+            ws,
+            lambda wr: compile_apply.apply(
+                self.settings, wr, response=response, path=path, dry_run=dry_run, curator=curator
+            ),
         )
 
     # --- forget / restore -------------------------------------------------------------------------------

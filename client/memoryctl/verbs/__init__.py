@@ -58,17 +58,21 @@ VERBS = {
     "answer": "settle an open question about memory (a preference a consolidation wants to change): old, new or both",
     "observe": "record one observation (evidence)",
     "compile": "evidence to rules: prepare a request for the LLM, apply its response",
+    "consolidate": "daily notes into MEMORY.md through the host's model: prepare a request, --apply its answers",
+    "compact": "archived daily files into a HISTORY.md line through the host's model (answer with consolidate --apply)",
     "resolve": "merged facts for a model and firmware version, and why",
     "rules": "search, show and diff rules",
     "timeline": "observations, remembered entries and changes, newest first",
     "candidates": "review low-confidence rules: list, promote, reject",
     "hook": "answer a coding agent host's hook (its JSON on stdin); fails open, never blocks",
     "audit": "what the observability files say: outcomes, guard, sanitize, routing, recall, lifecycle; phase gates",
+    "merge-file": "git's merge driver for memory files: merge by section, never conflict markers (init --git)",
 }
 
 NOTES = ("status", "init", "remember", "search", "get", "index", "validate", "context", "forget", "restore", "answer")
 RULES = ("observe", "compile", "resolve", "rules", "timeline", "candidates")
-ADMIN = ("ping", "workspace", "mcp", "install", "hook")
+ADMIN = ("ping", "workspace", "mcp", "install", "hook", "merge-file")
+CURATE = ("consolidate", "compact")
 AUDIT = ("audit",)
 
 
@@ -82,6 +86,10 @@ def group(verb: str) -> VerbGroup:
         from memoryctl.verbs import rules
 
         return rules
+    if verb in CURATE:
+        from memoryctl.verbs import consolidate
+
+        return consolidate
     if verb in AUDIT:
         from memoryctl.verbs import audit
 

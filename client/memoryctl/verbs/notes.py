@@ -14,6 +14,7 @@ from memoryctl.common import (
     PastEnd,
     Usage,
     human_dict,
+    json_object_arg,
     project_root,
     read_capped,
     scoped,
@@ -74,6 +75,11 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
             "path", nargs="?", help="the project directory (default: the nearest parent with .git, memory/ or spec/)"
         )
         p.add_argument("--name", help="a name for the workspace (default: the directory's name)")
+        p.add_argument(
+            "--git",
+            action="store_true",
+            help="also make git merge the memory files by section (.gitattributes and a merge driver; idempotent)",
+        )
     elif verb == "remember":
         p.add_argument("text", help="the text, or - to read standard input")
         p.add_argument(
@@ -91,6 +97,11 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
             help="words it should also be found by, comma-separated, best in English and Chinese "
             "('uart timeout, 串口, 超时'): kept as a 'Keywords:' line under the text (repeatable)",
         )
+        p.add_argument("--confidence", type=float, metavar="0..1", help="how sure it is (its item's confidence)")
+        p.add_argument(
+            "--evidence", action="append", metavar="ID", help="what it rests on: obs_…, ent_…, a run id (repeatable)"
+        )
+        p.add_argument("--metadata", metavar="JSON_OBJECT", help="any small JSON object kept with its item")
         p.add_argument("--dry-run", action="store_true", help="show where and what would be written; write nothing")
     elif verb == "search":  # keep QUICK["search"] in step (tests/test_client.py compares the two)
         p.add_argument("query", help="words to look for (any language; exact identifiers rank first)")
@@ -152,7 +163,23 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
 
 
 def local(args: Args, path: str, timeout: float) -> int | None:
-    return None  # every verb here is a call
+    """Every verb here is a call; `init --git` first registers the merge driver (no daemon needed for that)."""
+    if args.verb == "init" and args.git:
+        from memoryctl import gitmerge
+
+        try:
+            vars(args)["git_report"] = gitmerge.setup(_init_root(args))
+        except gitmerge.GitError as exc:
+            raise Usage(str(exc), exc.hint) from None
+    return None
+
+
+def _init_root(args: Args) -> str:
+    """The directory `init` registers: the one named, else the project around the current directory."""
+    named = None if args.path else workspace_given(args)
+    if args.path or (named and not named.startswith("ws_")):
+        return os.path.abspath(args.path or str(named))
+    return project_root(os.getcwd())
 
 
 # --- calls ------------------------------------------------------------------------------------------------------
@@ -169,12 +196,7 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
             params["workspace"] = workspace_of(args)
         return "status", params
     if verb == "init":
-        named = None if args.path else workspace_given(args)
-        if args.path or (named and not named.startswith("ws_")):
-            root = os.path.abspath(args.path or str(named))
-        else:
-            root = project_root(os.getcwd())
-        params = {"path": root}
+        params = {"path": _init_root(args)}
         if args.name:
             params["name"] = args.name
         return "workspace.add", params
@@ -186,6 +208,12 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
                 params[key] = getattr(args, key)
         if args.keywords:
             params["keywords"] = args.keywords
+        if args.confidence is not None:
+            params["confidence"] = args.confidence
+        if args.evidence:
+            params["evidence"] = args.evidence
+        if args.metadata is not None:
+            params["metadata"] = json_object_arg(args.metadata, "--metadata")
         if args.dry_run:
             params["dry_run"] = True
         return "remember", params
@@ -260,6 +288,8 @@ def exchange(conn: Connection, args: Args, method: str, params: dict[str, Any]) 
         params.pop("workspace", None)  # not inside a workspace: the daemon's status alone
         result = conn.call(method, params)
         result["recommended"] = "memoryctl init  (this directory is not in a registered workspace)"
+    if method == "workspace.add" and args.verb == "init" and args.git:
+        result["git"] = args.git_report
     if method == "search":
         limit = args.limit
         result["more"] = len(result["hits"]) > limit
@@ -327,10 +357,15 @@ def _render_hits(result: dict[str, Any]) -> str:
 
 
 def _render_init(r: dict[str, Any]) -> str:
-    return (
+    text = (
         f"{'registered' if r.get('created') else 'already registered'} {r['workspace_id']}  {r['path']}\n"
         f"memory lives in {os.path.join(r['path'], 'memory')}"
     )
+    if r.get("git"):
+        from memoryctl import gitmerge
+
+        text += "\n" + gitmerge.render(r["git"])
+    return text
 
 
 def _render_forget(result: dict[str, Any]) -> str:
