@@ -130,6 +130,7 @@ def test_help_lists_every_verb() -> None:
             "timeline",
             "candidates",
             "hook",
+            "merge-file",
         )
     )  # every verb, each once, in this order
 
