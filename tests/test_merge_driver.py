@@ -154,3 +154,18 @@ def test_the_driver_command_without_memoryctl_on_path() -> None:
     probe = "from memoryctl import gitmerge; print(gitmerge.driver_command())"
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.stdout.strip() == f"{sys.executable} -m memoryctl merge-file %O %A %B"
+
+
+def test_init_git_for_a_workspace_below_the_repository_root(daemon: Daemon) -> None:
+    env = git_env(daemon.env)
+    repo = _repo(env)
+    project = repo / "firmware"
+    (project / "memory").mkdir(parents=True)
+    done = memoryctl("init", "--git", str(project), cwd=repo, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (project / ".gitattributes").exists() and not (repo / ".gitattributes").exists()
+    check = git(repo, "check-attr", "merge", "firmware/memory/MEMORY.md", "memory/MEMORY.md", env=env)
+    assert check.stdout.splitlines() == [
+        "firmware/memory/MEMORY.md: merge: memoryd",
+        "memory/MEMORY.md: merge: unspecified",
+    ]
