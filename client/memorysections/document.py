@@ -439,9 +439,13 @@ def parse(text: str) -> Document:
 
 
 def render(doc: Document) -> str:
-    """The text of a document: every line as it was parsed (or as a merge put it)."""
+    """The text of a document: every line as it was parsed (or as a merge put it); a section whose blocks were
+    never read is its text as it was."""
     out: list[str] = []
     for section in doc.all_sections():
+        if not section.parsed:
+            out.append(section.raw)
+            continue
         if section.heading is not None:
             out.append(section.heading)
         for block in section.blocks:
