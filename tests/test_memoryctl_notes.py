@@ -123,6 +123,7 @@ def test_help_lists_every_verb() -> None:
             "install",
             "forget",
             "restore",
+            "answer",
             "observe",
             "compile",
             "resolve",

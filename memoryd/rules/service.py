@@ -144,6 +144,11 @@ class RulesService:
         await self._locked(ws, lambda w: handedit.record(w, handedit.QUIET_S))
         return handedit.QUIET_S if wr.rules.hand_edits else None
 
+    async def locked(self, ws: Workspace, work: Callable[[WorkspaceRules], _T]) -> _T:
+        """Run ``work`` (blocking: journal writes) in a worker thread holding the workspace's write lock: for a
+        change another domain makes through the journal (curation: an answered question)."""
+        return await self._locked(ws, work)
+
     async def _locked(self, ws: Workspace, work: Callable[[WorkspaceRules], _T]) -> _T:
         wr = await self._ready(ws)
         async with wr.lock:

@@ -55,6 +55,7 @@ VERBS = {
     "install": "configure Claude Code, Codex or OpenCode to use memoryd (hooks and MCP server)",
     "forget": "hide a remembered entry from search and context (kept for audit; restore undoes it)",
     "restore": "undo a recorded change by its run id (forget, compile apply, promote, restore)",
+    "answer": "settle an open question about memory (a preference a consolidation wants to change): old, new or both",
     "observe": "record one observation (evidence)",
     "compile": "evidence to rules: prepare a request for the LLM, apply its response",
     "resolve": "merged facts for a model and firmware version, and why",
@@ -65,7 +66,7 @@ VERBS = {
     "merge-file": "git's merge driver for memory files: merge by section, never conflict markers (init --git)",
 }
 
-NOTES = ("status", "init", "remember", "search", "get", "index", "validate", "context", "forget", "restore")
+NOTES = ("status", "init", "remember", "search", "get", "index", "validate", "context", "forget", "restore", "answer")
 RULES = ("observe", "compile", "resolve", "rules", "timeline", "candidates")
 ADMIN = ("ping", "workspace", "mcp", "install", "hook", "merge-file")
 

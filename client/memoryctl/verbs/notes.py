@@ -1,5 +1,5 @@
 """memoryctl's Markdown memory verbs: status, init, remember, search, get, index, validate, context, forget,
-restore. Each is one call; ``exchange`` adds what a verb needs around it (status outside a workspace, search's
+restore, answer. Each is one call; ``exchange`` adds what a verb needs around it (status outside a workspace, search's
 "more", the index progress bar)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from memoryctl.common import (
     workspace_given,
     workspace_of,
 )
-from memoryctl.quick import Spec, choice
+from memoryctl.quick import Spec, choice, iso_day
 from memoryctl.rpc import RemoteError, owner_token
 
 TYPE_CHECKING = False  # `import typing` costs ~3 ms of start-up
@@ -42,8 +42,19 @@ QUICK = {
             "-n": ("limit", int),
             "--mode": ("mode", choice(*SEARCH_MODES)),
             "--snippet-max-chars": ("snippet_max_chars", int),
+            "--since": ("since", iso_day),
+            "--until": ("until", iso_day),
         },
-        defaults={"limit": 8, "mode": None, "snippet_max_chars": None, "all": False},
+        # --also repeats: a line with it is read by argparse
+        defaults={
+            "limit": 8,
+            "mode": None,
+            "snippet_max_chars": None,
+            "all": False,
+            "since": None,
+            "until": None,
+            "also": None,
+        },
     )
 }
 
@@ -97,6 +108,15 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
         p.add_argument(
             "--snippet-max-chars", type=int, metavar="N", help="snippet length, 20-4000 (default: the setting, 700)"
         )
+        p.add_argument(
+            "--also",
+            action="append",
+            metavar="WORDS",
+            help="the same question in other words or the other language ('串口超时' for 'uart timeout'), fused "
+            "into one ranking (repeatable)",
+        )
+        p.add_argument("--since", type=iso_day, metavar="YYYY-MM-DD", help="prefer entries dated on or after this day")
+        p.add_argument("--until", type=iso_day, metavar="YYYY-MM-DD", help="prefer entries dated on or before this day")
         p.add_argument("--all", action="store_true", help="every workspace, read-only (owner)")
     elif verb == "get":
         p.add_argument(
@@ -112,6 +132,13 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
         else:
             p.add_argument("ref", metavar="RUN_ID", help="the change's run id (forget and timeline print it)")
         p.add_argument("--reason", help="why: recorded in history")
+    elif verb == "answer":
+        p.add_argument("question_id", metavar="QUESTION_ID", help="the question's id, as context shows it (q_…)")
+        p.add_argument(
+            "answer",
+            choices=["old", "new", "both"],
+            help="old: keep what memory holds; new: the proposed value replaces it; both: keep both, marked",
+        )
     elif verb == "context":
         p.add_argument("--query", "-q", metavar="TEXT", help="the prompt to recall for, or - to read standard input")
         p.add_argument("--model-id", help="with --fw-version: include the rules resolved for this device")
@@ -189,6 +216,9 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
             params["mode"] = args.mode
         if args.snippet_max_chars:
             params["snippet_max_chars"] = args.snippet_max_chars
+        for name in ("also", "since", "until"):
+            if getattr(args, name):
+                params[name] = getattr(args, name)
         return "search", scoped(args, params)
     if verb == "get":
         params = {"workspace": workspace_of(args), "path": _get_path(args.path)}
@@ -202,6 +232,8 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
         return "validate", scoped(args, {})
     if verb == "context":
         return "context", _context_params(args)
+    if verb == "answer":
+        return "answer", {"workspace": workspace_of(args), "question_id": args.question_id, "answer": args.answer}
     if verb in ("forget", "restore"):
         params = {"workspace": workspace_of(args), "id" if verb == "forget" else "run_id": args.ref}
         if args.reason:
@@ -338,6 +370,19 @@ def _render_restore(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _render_answer(result: dict[str, Any]) -> str:
+    said = f"answered {result['question_id']}: {result['answer']}"
+    if result.get("run_id"):
+        return (
+            f"{said}\n"
+            + "\n".join(f"  {w['action']:<9} {w['path']}" for w in result.get("writes", []))
+            + (f"\nrun {result['run_id']} (undo: memoryctl restore {result['run_id']})")
+        )
+    if not result.get("applied"):
+        return f"{said} (the file no longer holds the old bullet: nothing changed)"
+    return said
+
+
 CONTEXT_SEPARATOR = "----- dynamic -----"
 
 
@@ -455,4 +500,5 @@ RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
     "validate": _render_validate,
     "forget": _render_forget,
     "restore": _render_restore,
+    "answer": _render_answer,
 }
