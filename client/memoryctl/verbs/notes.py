@@ -14,7 +14,7 @@ from memoryctl.common import (
     PastEnd,
     Usage,
     human_dict,
-    project_root,
+    init_root,
     read_capped,
     scoped,
     workspace_given,
@@ -162,18 +162,10 @@ def local(args: Args, path: str, timeout: float) -> int | None:
         from memoryctl import gitmerge
 
         try:
-            vars(args)["git_report"] = gitmerge.setup(_init_root(args))
+            vars(args)["git_report"] = gitmerge.setup(init_root(args))
         except gitmerge.GitError as exc:
             raise Usage(str(exc), exc.hint) from None
     return None
-
-
-def _init_root(args: Args) -> str:
-    """The directory `init` registers: the one named, else the project around the current directory."""
-    named = None if args.path else workspace_given(args)
-    if args.path or (named and not named.startswith("ws_")):
-        return os.path.abspath(args.path or str(named))
-    return project_root(os.getcwd())
 
 
 # --- calls ------------------------------------------------------------------------------------------------------
@@ -190,7 +182,7 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
             params["workspace"] = workspace_of(args)
         return "status", params
     if verb == "init":
-        params = {"path": _init_root(args)}
+        params = {"path": init_root(args)}
         if args.name:
             params["name"] = args.name
         return "workspace.add", params
