@@ -169,3 +169,17 @@ def test_init_git_for_a_workspace_below_the_repository_root(daemon: Daemon) -> N
         "firmware/memory/MEMORY.md: merge: memoryd",
         "memory/MEMORY.md: merge: unspecified",
     ]
+
+
+def test_the_driver_command_when_another_memoryctl_comes_first_on_path() -> None:
+    other = short_tmp("otherbin")
+    (other / "memoryctl").write_text("#!/bin/sh\nexit 2\n")
+    (other / "memoryctl").chmod(0o755)
+    env = git_env(daemon_env(short_tmp("h")))
+    env["PATH"] = f"{other}{os.pathsep}{env['PATH']}"
+    probe = "from memoryctl import gitmerge; print(gitmerge.driver_command())"
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.stdout.strip() == f"{sys.executable} -m memoryctl merge-file %O %A %B"
+    env["PATH"] = BIN + os.pathsep + env["PATH"]  # this venv's own first: the plain command
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.stdout.strip() == "memoryctl merge-file %O %A %B"

@@ -82,11 +82,15 @@ def _git(root: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def driver_command() -> str:
-    """The command git runs: ``memoryctl merge-file %O %A %B`` when memoryctl is on PATH, else this Python running
-    memoryctl by module (so the driver works wherever this memoryctl is installed)."""
+    """The command git runs: ``memoryctl merge-file %O %A %B`` when the ``memoryctl`` on PATH is this one (the
+    console script beside this Python, as a venv or pipx installs it); else this Python running memoryctl by
+    module, so an older memoryctl earlier on PATH, or none, never gets git's merges (a driver that fails leaves
+    git's conflict with only our side in the file)."""
     import shutil
 
-    if shutil.which("memoryctl"):
+    found = shutil.which("memoryctl")
+    here = os.path.dirname(os.path.abspath(sys.executable))
+    if found and os.path.dirname(os.path.realpath(found)) in (here, os.path.realpath(here)):
         return "memoryctl merge-file %O %A %B"
     import shlex
 
