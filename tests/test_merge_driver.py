@@ -154,3 +154,49 @@ def test_the_driver_command_without_memoryctl_on_path() -> None:
     probe = "from memoryctl import gitmerge; print(gitmerge.driver_command())"
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.stdout.strip() == f"{sys.executable} -m memoryctl merge-file %O %A %B"
+
+
+def test_init_git_for_a_workspace_below_the_repository_root(daemon: Daemon) -> None:
+    env = git_env(daemon.env)
+    repo = _repo(env)
+    project = repo / "firmware"
+    (project / "memory").mkdir(parents=True)
+    done = memoryctl("init", "--git", str(project), cwd=repo, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (project / ".gitattributes").exists() and not (repo / ".gitattributes").exists()
+    check = git(repo, "check-attr", "merge", "firmware/memory/MEMORY.md", "memory/MEMORY.md", env=env)
+    assert check.stdout.splitlines() == [
+        "firmware/memory/MEMORY.md: merge: memoryd",
+        "memory/MEMORY.md: merge: unspecified",
+    ]
+
+
+def test_the_driver_command_when_another_memoryctl_comes_first_on_path() -> None:
+    other = short_tmp("otherbin")
+    (other / "memoryctl").write_text("#!/bin/sh\nexit 2\n")
+    (other / "memoryctl").chmod(0o755)
+    env = git_env(daemon_env(short_tmp("h")))
+    env["PATH"] = f"{other}{os.pathsep}{env['PATH']}"
+    probe = "from memoryctl import gitmerge; print(gitmerge.driver_command())"
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.stdout.strip() == f"{sys.executable} -m memoryctl merge-file %O %A %B"
+    env["PATH"] = BIN + os.pathsep + env["PATH"]  # this venv's own first: the plain command
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.stdout.strip() == "memoryctl merge-file %O %A %B"
+
+
+def test_init_git_refuses_a_gitattributes_it_should_not_follow_or_wait_on(daemon: Daemon) -> None:
+    """A clone is untrusted: .gitattributes as a symlink (out of the project) or a FIFO is refused, not followed,
+    overwritten through or waited on."""
+    env = git_env(daemon.env)
+    outside = short_tmp("outside") / "attributes"
+    outside.write_text("precious\n")
+    linked = _repo(env)
+    (linked / ".gitattributes").symlink_to(outside)
+    fifo = _repo(env)
+    os.mkfifo(fifo / ".gitattributes")
+    for repo in (linked, fifo):
+        done = memoryctl("init", "--git", cwd=repo, env=env)
+        assert done.returncode == 2 and ".gitattributes" in done.stderr, done.stderr
+        assert git(repo, "config", "--get", "merge.memoryd.driver", env=env, check=False).returncode != 0
+    assert outside.read_text() == "precious\n" and (linked / ".gitattributes").is_symlink()

@@ -82,11 +82,15 @@ def _git(root: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def driver_command() -> str:
-    """The command git runs: ``memoryctl merge-file %O %A %B`` when memoryctl is on PATH, else this Python running
-    memoryctl by module (so the driver works wherever this memoryctl is installed)."""
+    """The command git runs: ``memoryctl merge-file %O %A %B`` when the ``memoryctl`` on PATH is this one (the
+    console script beside this Python, as a venv or pipx installs it); else this Python running memoryctl by
+    module, so an older memoryctl earlier on PATH, or none, never gets git's merges (a driver that fails leaves
+    git's conflict with only our side in the file)."""
     import shutil
 
-    if shutil.which("memoryctl"):
+    found = shutil.which("memoryctl")
+    here = os.path.dirname(os.path.abspath(sys.executable))
+    if found and os.path.dirname(os.path.realpath(found)) in (here, os.path.realpath(here)):
         return "memoryctl merge-file %O %A %B"
     import shlex
 
@@ -126,10 +130,32 @@ def _attribute_lines(text: str) -> tuple[str, list[dict[str, str]]]:
     return "".join(lines), done
 
 
+ATTRIBUTES_MAX_BYTES = 1024 * 1024
+
+
+def _read_attributes(path: str) -> str:
+    """The file's text ('' when there is none). A clone is untrusted: a symlink, a FIFO or a device there, or a
+    file over 1 MiB, is refused rather than followed, waited on or read whole."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        raise GitError(f"{path}: {exc.strerror} (a symlink?)", "Make it a regular file, then run again.") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > ATTRIBUTES_MAX_BYTES:
+            raise GitError(f"{path} is not a regular file under 1 MiB", "Make it one, then run again.")
+        data = f.read(ATTRIBUTES_MAX_BYTES + 1)
+    return data.decode("utf-8", "surrogateescape")
+
+
 def _write_attributes(path: str, text: str) -> None:
     tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
+    with open(tmp, "wb") as f:
+        f.write(text.encode("utf-8", "surrogateescape"))
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -141,11 +167,7 @@ def setup(root: str) -> dict[str, Any]:
     if top.returncode != 0:
         raise GitError(f"{root} is not in a git repository", "Run git init (or clone) first, or drop --git.")
     path = os.path.join(root, ".gitattributes")
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            before = f.read()
-    except FileNotFoundError:
-        before = ""
+    before = _read_attributes(path)
     after, attributes = _attribute_lines(before)
     if after != before:
         _write_attributes(path, after)

@@ -35,11 +35,10 @@ __all__ = [
 ]
 
 _HEADING = re.compile(r" {0,3}##(?:[ \t]|$)")
-_CLOSING = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
-_REPLACE = re.compile(r"[ \t]*[\[［][ \t]*replace[ \t]*[\]］][ \t]*$", re.IGNORECASE)
-_TRAILING_COMMENT = re.compile(r"[ \t]*<!--.*?-->[ \t]*$")
+# Every expression here runs in time linear in its line, whatever the line (a cloned file is untrusted input):
+# none has two unbounded quantifiers that can both take the same characters.
+_REPLACE = re.compile(r"[\[［][ \t]*replace[ \t]*[\]］][ \t]*$", re.IGNORECASE)
 SEEN = re.compile(r"<!--[ \t]*seen:[ \t]*(\d{4}-\d{2}-\d{2})[ \t]*-->")
-_COMMENT_OPENS = re.compile(r"<!--(?![^\n]*-->)")  # a comment its line does not close
 _FENCE_ONLY = re.compile(r"[ \t]*(?:`{3,}|~{3,})[ \t]*$")
 _MARKERS = frozenset({"- ", "-\t", "* ", "*\t", "+ ", "+\t"})
 # What ends a sentence (after NFKC: full-width ，；：！？ are their ASCII forms by then).
@@ -182,8 +181,10 @@ def _body(line: str) -> str:
 def split_title(heading: str) -> tuple[str, bool]:
     """A heading line's title and whether it carries the ``[replace]`` mark."""
     text = _body(heading).removeprefix(BOM).lstrip(" ")[2:].strip(" \t")
-    text = _CLOSING.sub("", text)
-    replaced = _REPLACE.search(text)
+    unclosed = text.rstrip("#")  # a closing sequence: #s after a space or a tab (or alone)
+    if unclosed != text and (not unclosed or unclosed[-1] in " \t"):
+        text = unclosed.rstrip(" \t")
+    replaced = _REPLACE.search(text, max(0, len(text) - 64))
     if replaced:
         text = text[: replaced.start()]
     return text.strip(" \t"), replaced is not None
@@ -204,16 +205,25 @@ def bullet_key(text: str) -> str:
     for line in text.split("\n"):
         if _FENCE_ONLY.match(line):
             continue
-        while "<!--" in line:
-            stripped = _TRAILING_COMMENT.sub("", line)
-            if stripped == line:
-                break
-            line = stripped
-        lines.append(line)
+        lines.append(_without_trailing_comments(line))
     key = " ".join(unicodedata.normalize("NFKC", " ".join(lines)).split())
-    while key and key[-1] in _TERMINAL:
-        key = key[:-1].rstrip()
-    return key.translate(_ASCII_LOWER)
+    return key.rstrip(_TERMINAL + " ").translate(_ASCII_LOWER)
+
+
+def _without_trailing_comments(line: str) -> str:
+    """The line without the HTML comments that end it (``a <!-- x --> b <!-- y -->`` → ``a <!-- x --> b``); by
+    index, so a line of thousands of comments costs one pass."""
+    stop = len(line)
+    while True:
+        end = stop
+        while end > 0 and line[end - 1] in " \t":
+            end -= 1
+        if not line.endswith("-->", 0, end):
+            return line[:stop]
+        at = line.rfind("<!--", 0, end - 3)
+        if at < 0:
+            return line[:stop]
+        stop = at
 
 
 def _split(text: str) -> list[str]:
@@ -353,7 +363,12 @@ def _candidates(text: str) -> list[int]:
             start, end = _line_at(text, at)
             starts.add(start)
             at = text.find(token, end)
-    starts.update(_line_at(text, m.start())[0] for m in _COMMENT_OPENS.finditer(text))
+    at = text.find("<!--")
+    while at >= 0:  # a line whose last comment is left open (one per line looked at, so linear in the text)
+        start, end = _line_at(text, at)
+        if _comment_opened(text[start:end]):
+            starts.add(start)
+        at = text.find("<!--", end)
     return sorted(starts)
 
 
@@ -424,9 +439,13 @@ def parse(text: str) -> Document:
 
 
 def render(doc: Document) -> str:
-    """The text of a document: every line as it was parsed (or as a merge put it)."""
+    """The text of a document: every line as it was parsed (or as a merge put it); a section whose blocks were
+    never read is its text as it was."""
     out: list[str] = []
     for section in doc.all_sections():
+        if not section.parsed:
+            out.append(section.raw)
+            continue
         if section.heading is not None:
             out.append(section.heading)
         for block in section.blocks:

@@ -264,7 +264,7 @@ class _Merger:
         while blocks and not blocks[-1].bullet and not blocks[-1].lines[0].strip():
             blocks.pop()
         last = (self.doc.sections or [self.doc.preamble])[-1]
-        if render(self.doc):
+        if self.doc.sections or self.doc.preamble.raw:  # after what the file has, a blank line
             _end_line(last, self.eol)
             final = last.blocks[-1].lines[-1] if last.blocks else (last.heading or "")
             if final.strip():

@@ -230,12 +230,28 @@ def _occurrences(keys: Sequence[Hashable]) -> list[tuple[Hashable, int]]:
     return out
 
 
+MATCH_BUDGET = 4_000_000  # units × units a SequenceMatcher may compare (past it, the stretch is one change)
+
+
 def _matches(a: Sequence[Hashable], b: Sequence[Hashable]) -> dict[int, int]:
-    """Index in ``a`` → index in ``b`` of the units a longest matching finds in both (increasing in both)."""
-    out: dict[int, int] = {}
-    for i, j, n in SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks():
-        for d in range(n):
-            out[i + d] = j + d
+    """Index in ``a`` → index in ``b`` of the units a longest matching finds in both (increasing in both): the
+    common head and tail, then ``difflib`` in between — unless that would compare more than MATCH_BUDGET pairs
+    (SequenceMatcher is quadratic on runs of equal units, which a crafted file can hold): then the middle matches
+    nothing, and the merge takes the union of the two sides there."""
+    n, m = len(a), len(b)
+    head = 0
+    while head < n and head < m and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < n - head and tail < m - head and a[n - 1 - tail] == b[m - 1 - tail]:
+        tail += 1
+    out = {i: i for i in range(head)}
+    out.update({n - 1 - d: m - 1 - d for d in range(tail)})
+    middle_a, middle_b = a[head : n - tail], b[head : m - tail]
+    if middle_a and middle_b and len(middle_a) * len(middle_b) <= MATCH_BUDGET:
+        for i, j, size in SequenceMatcher(None, middle_a, middle_b, autojunk=False).get_matching_blocks():
+            for d in range(size):
+                out[head + i + d] = head + j + d
     return out
 
 
