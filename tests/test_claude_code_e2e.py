@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -215,3 +216,78 @@ def test_the_plugin_installed_from_the_marketplace_gives_memory(daemon: Daemon, 
 def _claude_cli(d: Daemon, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """Claude Code's own subcommands (plugin …), in the test's home."""
     return npx(CLAUDE_CODE, *args, cwd=cwd, env={**d.env, "HOME": str(d.home)}, timeout=300)
+
+
+def test_the_stop_nudge_consolidates_into_memory_md_and_the_next_session_holds_it(
+    daemon: Daemon, project: tuple[Path, str], fake: FakeMessages
+) -> None:
+    """Issue 22 item 11: notes from earlier sessions wait; at the end of a turn the Stop hook asks for a
+    consolidation; the model prepares and applies one through the MCP tools with a memory_update; MEMORY.md is
+    merged (the section the answer left out is kept), and the next session's stable context holds the merged
+    bullet."""
+    root, ws = project
+    (root / "memory").mkdir(exist_ok=True)
+    (root / "memory" / "MEMORY.md").write_text(
+        "# Memory\n\n## Devices\n- KX-200 boots from QSPI KQZKEPT\n\n## Team\n- Mei owns the bench KQZTEAM\n",
+        encoding="utf-8",
+    )
+    for text in ("KX-200 needs RTS/CTS above 115200 baud", "bench-3 串口超时改成 500 ms"):
+        daemon.call("remember", {"workspace": ws, "type": "decision", "text": text})
+    daemon.env["MEMORYD_CONSOLIDATE_AFTER"] = "2"  # the hooks read it (two notes wait)
+
+    def results(body: dict[str, Any]) -> dict[str, str]:
+        out = {}
+        for message in body["messages"]:
+            for block in message.get("content") if isinstance(message.get("content"), list) else []:
+                if block.get("type") == "tool_result":
+                    content = block.get("content")
+                    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+                    out[block["tool_use_id"]] = text
+        return out
+
+    def script(body: dict[str, Any]) -> list[dict[str, Any]]:
+        done = results(body)
+        if "toolu_apply" in done:
+            return [{"type": "text", "text": "consolidated"}]
+        if "toolu_prepare" in done:
+            found = re.search(r'request_id\\*"\s*:\s*\\*"(cr_[A-Za-z0-9_]+)', done["toolu_prepare"])
+            assert found, done["toolu_prepare"][:2000]
+            response: dict[str, Any] = {
+                "request_id": found.group(1),
+                "provenance_summary": {"observation_ids_used": []},
+                "memory_update": "## Devices\n- KX-200 needs RTS/CTS above 115200 baud KQZMERGED\n",
+                "daily_sections": {"Decisions": ["RTS/CTS on KX-200", "串口超时 500 ms"]},
+                "history_entry": "KX-200 serial settings consolidated",
+            }
+            return [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_apply",
+                    "name": "mcp__memoryd__compile_apply",
+                    "input": {"response": response},
+                }
+            ]
+        if "waiting to be consolidated" in json.dumps(body["messages"], ensure_ascii=False):
+            return [{"type": "tool_use", "id": "toolu_prepare", "name": "mcp__memoryd__compile_prepare", "input": {}}]
+        return [{"type": "text", "text": "done"}]
+
+    fake.script = script
+    tools = ["--allowedTools", "mcp__memoryd__compile_prepare", "mcp__memoryd__compile_apply"]
+    ran = claude(daemon, fake, root, "--mcp-config", str(root / ".mcp.json"), *tools, "--", "wrap up for today")
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    memory = (root / "memory" / "MEMORY.md").read_text(encoding="utf-8")
+    assert "KQZMERGED" in memory and "KQZKEPT" in memory and "KQZTEAM" in memory, (
+        memory,
+        [json.dumps(b["messages"][-1], ensure_ascii=False)[:600] for b in fake.bodies],
+    )
+    assert memory.index("KQZKEPT") < memory.index("KQZMERGED") < memory.index("## Team")  # merged into its section
+    assert "consolidated" in (root / "memory" / "HISTORY.md").read_text(encoding="utf-8")
+    rules = daemon.call("status", {"workspace": ws})["workspaces"][0]["rules"]
+    assert rules["unconsolidated_notes"] == 0
+
+    fake.bodies.clear()
+    fake.script = lambda body: [{"type": "text", "text": "ok"}]
+    again = claude(daemon, fake, root, "--", "what do we know about the KX-200 UART?")
+    assert again.returncode == 0, again.stderr[-2000:]
+    first = json.dumps(fake.bodies[0], ensure_ascii=False)
+    assert "KQZMERGED" in first and "KQZKEPT" in first

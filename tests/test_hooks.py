@@ -262,6 +262,32 @@ def test_stop_asks_for_consolidation_over_the_threshold_and_never_when_stop_hook
     silent(out)
 
 
+def test_stop_counts_daily_notes_waiting_for_a_consolidation(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    """Notes `remember` wrote and no consolidation has folded into MEMORY.md count toward the nudge, with the
+    observations; once a consolidation covers them, Stop lets the agent finish."""
+    root, ws = workspace
+    env = {**daemon.env, "MEMORYD_CONSOLIDATE_AFTER": "3"}
+    stop = {"session_id": "s-10", "cwd": str(root), "stop_hook_active": False}
+    for text in ("KX-200 needs RTS/CTS above 115200", "bench-3 的串口超时改成 500 ms", "flash with BOOT0 high"):
+        daemon.call("remember", {"workspace": ws, "type": "decision", "text": text})
+    rules = daemon.call("status", {"workspace": ws})["workspaces"][0]["rules"]
+    assert (rules["uncompiled_observations"], rules["unconsolidated_notes"]) == (0, 3)
+    got = answer(hook(env, "claude", "Stop", stop))
+    assert got is not None and got["decision"] == "block" and "3 daily notes" in got["reason"], got
+    request = daemon.call("compile.prepare", {"workspace": ws})
+    assert len(request["request"]["consolidation"]["daily_notes"]) == 3
+    consolidated = {
+        "request_id": request["request_id"],
+        "provenance_summary": {"observation_ids_used": []},
+        "memory_update": "## Devices\n- KX-200 needs RTS/CTS above 115200 baud\n",
+        "daily_sections": {"Decisions": ["RTS/CTS on KX-200", "串口超时 500 ms"]},
+        "history_entry": "KX-200 serial settings",
+    }
+    daemon.call("compile.apply", {"workspace": ws, "response": consolidated})
+    assert daemon.call("status", {"workspace": ws})["workspaces"][0]["rules"]["unconsolidated_notes"] == 0
+    silent(hook(env, "claude", "Stop", stop))
+
+
 @pytest.mark.parametrize("event", ["PreCompact", "SessionEnd"])
 def test_pre_compact_and_session_end_print_nothing(daemon: Daemon, workspace: tuple[Path, str], event: str) -> None:
     root, _ = workspace

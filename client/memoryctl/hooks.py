@@ -265,15 +265,21 @@ def run(
     if payload.get("stop_hook_active"):
         return None  # the agent is already continuing because of a Stop hook: never loop
     threshold = consolidate_after()
-    pending = uncompiled(_call(socket_opt, deadline, "status", {"workspace": cwd}))
-    if pending < threshold:
+    observations, notes = waiting(_call(socket_opt, deadline, "status", {"workspace": cwd}))
+    if observations + notes < threshold:
         return None
+    what = " and ".join(
+        part
+        for part in (f"{observations} observations" * bool(observations), f"{notes} daily notes" * bool(notes))
+        if part
+    )
     return {
         "decision": "block",
         "reason": (
-            f"memoryd: {pending} observations of this project are waiting to be consolidated into rules. Before you "
-            "finish, consolidate through the memory MCP tools: compile_prepare → answer the request it returns "
-            "(your own judgement of the evidence) → compile_apply with that answer. Then stop."
+            f"memoryd: {what} of this project are waiting to be consolidated (into MEMORY.md and rules). Before "
+            "you finish, consolidate through the memory MCP tools, as the /consolidate command says: compile_prepare "
+            "→ answer the request it returns (memory_update, daily_sections, history_entry; rules where the evidence "
+            "supports them) → compile_apply with that answer. Then stop."
         ),
     }
 
@@ -330,14 +336,15 @@ def consolidate_after() -> int:
     return value
 
 
-def uncompiled(status: dict[str, Any]) -> int:
-    """The workspace's observations not compiled yet, from `status` (0 while its rules are still loading)."""
+def waiting(status: dict[str, Any]) -> tuple[int, int]:
+    """The workspace's observations not compiled yet and daily notes not consolidated yet, from `status` (0, 0
+    while its rules are still loading)."""
     for ws in status.get("workspaces") or []:
         rules = ws.get("rules") or {}
-        value = rules.get("uncompiled_observations")
-        if isinstance(value, int):
-            return value
-    return 0
+        observations, notes = rules.get("uncompiled_observations"), rules.get("unconsolidated_notes", 0)
+        if isinstance(observations, int) and isinstance(notes, int):
+            return observations, notes
+    return 0, 0
 
 
 # --- the observation's text ---------------------------------------------------------------------------------------

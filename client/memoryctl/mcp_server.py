@@ -240,9 +240,11 @@ def build(daemon: Daemon) -> MCPServer:
     async def compile_prepare(
         model_id: Annotated[str | None, Field(description="Only observations of this model.")] = None,
     ) -> dict[str, Any]:
-        """Start consolidating evidence into rules: returns a `request` with the observations, the current rules,
-        `instructions` and a `response_schema`. Answer it yourself in that schema, then call compile_apply with your
-        answer. Nothing to compile: `request_id` is null."""
+        """Start a consolidation: returns a `request` with the daily notes not yet folded into MEMORY.md, MEMORY.md
+        and INSIGHTS.md as they are, the open questions, the observations and the current rules, `instructions`
+        and a `response_schema`. Answer it yourself in that schema (memory_update, daily_sections, history_entry;
+        rules where the evidence supports them), then call compile_apply with your answer. Nothing to consolidate:
+        `request_id` is null."""
         return await daemon.call("compile.prepare", {"model_id": model_id})
 
     @server.tool(annotations=CHANGES)
@@ -252,9 +254,11 @@ def build(daemon: Daemon) -> MCPServer:
         ],
         dry_run: Annotated[bool, Field(description="Check and show what would change; write nothing.")] = False,
     ) -> dict[str, Any]:
-        """Apply your answer to a compile request: every rule is checked (provenance must cite the request's
-        observations; low confidence goes to candidates for review) and written as YAML with history and backups.
-        Problems come back as an error listing each one; fix them and call again."""
+        """Apply your answer to a compile request as one recorded change (`memoryctl restore RUN_ID` undoes it):
+        memory_update is merged into MEMORY.md section by section (a section you leave out is kept), the daily
+        sections and history line written, every rule checked (provenance must cite the request's observations;
+        low confidence goes to candidates for review). Problems come back as an error listing each one; fix them
+        and call again."""
         return await daemon.call("compile.apply", {"response": response, "dry_run": dry_run})
 
     return server

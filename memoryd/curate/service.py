@@ -55,6 +55,10 @@ class CurateService:
         async with self.notes.get_notes(ws).write_lock:
             return await self.rules.apply(ws, response=response, path=path, dry_run=dry_run, curator=self.curator)
 
+    async def status(self, ws: Workspace) -> m.RulesStatus | None:
+        """The rules' status, with the daily notes waiting for a consolidation counted."""
+        return await self.rules.status(ws, curator=self.curator)
+
     async def compact(
         self, ws: Workspace, *, older_than_days: int | None, dry_run: bool, today: date | None = None
     ) -> compact.Compact:

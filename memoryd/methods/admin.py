@@ -129,7 +129,7 @@ def probes() -> Probes:
 
 async def _workspace_status(app: Services, ws: Workspace) -> WorkspaceStatus:
     notes = await app.notes.status(ws)
-    rules = await app.rules.status(ws)
+    rules = await app.curate.status(ws)
     if rules is not None and rules.errors and notes.recommended is None:
         notes = notes.model_copy(update={"recommended": "memoryctl validate"})
     lock = WorkspaceLockStatus.model_validate(await app.lock_status(ws))

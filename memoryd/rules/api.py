@@ -294,6 +294,11 @@ class RulesStatus(Wire):
         description="Observations no compile.apply has covered yet (what compile.prepare would gather); "
         "`memoryctl hook … Stop` asks the agent to consolidate when they pass MEMORYD_CONSOLIDATE_AFTER."
     )
+    unconsolidated_notes: int = Field(
+        default=0,
+        description="Daily entries of the last consolidate_recent_days no consolidation has folded into MEMORY.md "
+        "yet (what compile.prepare would gather); `memoryctl hook … Stop` counts them with the observations.",
+    )
     outstanding_requests: int = Field(description="compile requests prepared and not yet applied")
     generation: int = Field(description="Bumped whenever the loaded rule set changes.")
     errors: list[str] = Field(

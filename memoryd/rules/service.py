@@ -355,7 +355,8 @@ class RulesService:
 
     # --- status and validate ------------------------------------------------------------------------------
 
-    async def status(self, ws: Workspace) -> m.RulesStatus | None:
+    async def status(self, ws: Workspace, curator: Curator | None = None) -> m.RulesStatus | None:
+        """``curator``: counts the daily notes a consolidation would gather too (the Stop hook's nudge)."""
         wr = self._by_id.get(ws.id) or self.attach(ws)
         with anyio.move_on_after(5):
             await wr.opened.wait()
@@ -374,6 +375,7 @@ class RulesService:
                 candidates=layers["candidate"],
                 observations=len(wr.evidence),
                 uncompiled_observations=comp.uncompiled(state, wr.evidence),
+                unconsolidated_notes=_unconsolidated(wr, state, curator),
                 outstanding_requests=sum(1 for r in state["requests"].values() if r["status"] == "outstanding"),
                 generation=wr.rules.generation,
                 errors=wr.rules.errors() + wr.evidence.problems() + journal.history_problems(wr.root),
@@ -419,3 +421,11 @@ class RulesService:
             return problems
 
         return await anyio.to_thread.run_sync(work)
+
+
+def _unconsolidated(wr: WorkspaceRules, state: dict[str, Any], curator: Curator | None) -> int:
+    """Daily entries a new compile request would gather for consolidation (none held by an outstanding one)."""
+    if curator is None:
+        return 0
+    taken = {str(i) for r in state["requests"].values() if r["status"] == "outstanding" for i in r.get("entries", ())}
+    return sum(len(chunk) for chunk in curator.select(wr, taken, None))
