@@ -59,7 +59,8 @@ _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _SPACES = str.maketrans(dict.fromkeys([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F], " "))
 PARALLEL_MIN_BYTES = 8 * 1024 * 1024
 PIPELINE_MIN_BYTES = 256 * 1024  # ~25 ms of preparation: less is not worth a thread
-PIPELINE_DEPTH = 32  # prepared files waiting for the inserting thread, at most
+PIPELINE_DEPTH = 32  # prepared files waiting for the inserting thread, at most (when their sizes are unknown)
+PIPELINE_MAX_BYTES = 4 * 256 * 1024  # prepared bytes waiting for the inserting thread, at most (sizes known)
 RUN_MIN_BYTES = 256 * 1024  # prepared bytes a run of inserts waits for (with sizes): ~20 ms of preparation
 
 T = TypeVar("T")
@@ -395,32 +396,45 @@ def batches(  # noqa: C901 (the producer thread, run sizing and its shutdown bel
         if whole:
             yield whole
         return
-    ready: queue.Queue[object] = queue.Queue(maxsize=PIPELINE_DEPTH)
+    # With sizes, what waits is bounded by bytes (PIPELINE_MAX_BYTES), not by count: 32 small daily files are
+    # ~100 KB, less than a run, and preparation stood still while SQLite inserted (2,401 files: the inserts and the
+    # preparation took their sum, not their maximum).
+    ready: queue.Queue[object] = queue.Queue(maxsize=0 if size is not None else PIPELINE_DEPTH)
     stop = threading.Event()
+    budget = _Budget(PIPELINE_MAX_BYTES)
 
     def produce() -> None:
         try:
             for item in items:
                 if stop.is_set():
                     break
+                if size is not None:
+                    budget.take(size(item), stop)
                 ready.put(item)
         except BaseException as exc:  # raised again in the caller's thread
             ready.put(exc)
         finally:
             ready.put(_DONE)
 
+    def taken(entry: object) -> object:
+        """An entry out of the queue: its bytes no longer wait (given back at once, so the budget counts only
+        what is queued — the preparing thread never waits on a run this thread is still gathering)."""
+        if size is not None and entry is not _DONE and not isinstance(entry, BaseException):
+            budget.give(size(cast(T, entry)))
+        return entry
+
     worker = threading.Thread(target=produce, name="memoryd-index-prepare", daemon=True)
     worker.start()
     try:
         while True:
-            run = [ready.get()]
+            run = [taken(ready.get())]
             with contextlib.suppress(queue.Empty):
-                while len(run) < PIPELINE_DEPTH:
-                    run.append(ready.get_nowait())
+                while size is not None or len(run) < PIPELINE_DEPTH:  # with sizes: all that waits (bounded)
+                    run.append(taken(ready.get_nowait()))
             if size is not None:  # wait for more: small runs cost a statement and a segment each
                 weight = sum(size(cast(T, e)) for e in run if not isinstance(e, BaseException) and e is not _DONE)
                 while weight < RUN_MIN_BYTES and run[-1] is not _DONE and not isinstance(run[-1], BaseException):
-                    entry = ready.get()
+                    entry = taken(ready.get())
                     run.append(entry)
                     if not isinstance(entry, BaseException) and entry is not _DONE:
                         weight += size(cast(T, entry))
@@ -440,6 +454,28 @@ def batches(  # noqa: C901 (the producer thread, run sizing and its shutdown bel
             with contextlib.suppress(queue.Empty):
                 ready.get(timeout=0.05)
         worker.join()
+
+
+class _Budget:
+    """Bytes of prepared files waiting in the queue: the preparing thread takes before it hands a file over
+    (waiting while the budget is spent, unless nothing waits: a file larger than the budget goes alone), the
+    inserting thread gives them back as it takes each file out."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.changed = threading.Condition()
+
+    def take(self, n: int, stop: threading.Event) -> None:
+        with self.changed:
+            while self.used > 0 and self.used + n > self.limit and not stop.is_set():
+                self.changed.wait(0.05)
+            self.used += n
+
+    def give(self, n: int) -> None:
+        with self.changed:
+            self.used = max(0, self.used - n)
+            self.changed.notify_all()
 
 
 def _text_digest(text: str) -> str:
