@@ -149,7 +149,7 @@ def commit(
             backup = None
             if write.record and before is not None:
                 backup = f"{BACKUP_DIR}/{run_id}/{write.path}"
-                atomic_write(root / backup, before, root=root, durable=False)
+                _back_up(root, write, backup, before, from_disk=write.path not in pre_images)
                 backups.append(root / backup)
             if write.record:
                 changes.append(
@@ -181,7 +181,8 @@ def commit(
             fsio.remove_tree(root / BACKUP_DIR / run_id, root=root)
         raise
     _crash("journal")
-    _roll_forward(root, journal, None if progress is None else lambda done: progress(len(planned) + done, total))
+    report = None if progress is None else lambda done: progress(len(planned) + done, total)
+    _roll_forward(root, journal, report, fresh=True)
     fsio.remove(journal_path, root=root)
     _crash("done")
     if progress is not None:
@@ -189,14 +190,32 @@ def commit(
     return history
 
 
-def _roll_forward(root: Path, journal: dict[str, Any], progress: Callable[[int], None] | None = None) -> None:
+def _back_up(root: Path, write: FileWrite, backup: str, before: bytes, *, from_disk: bool) -> None:
+    """Keep ``before`` (the file's bytes now) at ``backup``. A file read from the disk that this change replaces
+    atomically or deletes keeps its bytes under a second name (a hard link: the change gives the file a new inode
+    or none, so nothing ever writes into the backup's); checked to hold ``before`` (a file changed since it was
+    read is copied instead). Anything else is copied."""
+    if from_disk and fsio.link_copy(root / write.path, root / backup, root=root):
+        try:
+            if read_bytes(root, backup) == before:
+                return
+        except AppError:
+            pass
+    atomic_write(root / backup, before, root=root, durable=False)
+
+
+def _roll_forward(
+    root: Path, journal: dict[str, Any], progress: Callable[[int], None] | None = None, *, fresh: bool = False
+) -> None:
+    """Write (or delete) every file of ``journal`` not yet at its new content. ``fresh``: right after ``commit``
+    read every file and planned only those that differ, so none is read again."""
     touched = []
     for number, item in enumerate(journal["writes"]):
         if progress is not None and number % 100 == 0:
             progress(number)
         path = target(root, item["path"])
         content = None if item["content"] is None else str(item["content"]).encode("utf-8")
-        if read_bytes(root, item["path"]) == content:
+        if not fresh and read_bytes(root, item["path"]) == content:
             continue
         if content is None:
             fsio.remove(path, root=root)
