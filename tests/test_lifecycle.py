@@ -236,6 +236,18 @@ def test_hostile_files_are_skipped_and_left_as_they_are(daemon: Daemon, workspac
     del after[f"memory/archive/{fine.name}"]
     assert after == before
 
+    outside.write_text(f"- a stale bullet <!-- seen: {day(400)} -->\n")
+    (memory / "INSIGHTS.md").symlink_to(outside)  # never followed, never rewritten
+    (memory / "archive" / f"{day(500)}.md").symlink_to(outside)
+    expired = run(daemon, ws, "ttl")
+    assert expired["files"] == [] and not expired["recorded"]
+    reasons = {s["path"]: s["reason"] for s in expired["skipped"]}
+    assert "symlink" in reasons[f"memory/archive/{day(500)}.md"] and "memory/INSIGHTS.md" in reasons
+    assert outside.read_text() == f"- a stale bullet <!-- seen: {day(400)} -->\n"
+    (memory / "INSIGHTS.md").unlink()
+    (memory / "INSIGHTS.md").write_bytes(b"- \xff stale <!-- seen: 2020-01-01 -->\n")
+    assert "UTF-8" in {s["path"]: s["reason"] for s in run(daemon, ws, "ttl")["skipped"]}["memory/INSIGHTS.md"]
+
 
 def test_a_run_is_bounded_and_the_rest_waits(daemon_factory: Any) -> None:
     d: Daemon = daemon_factory(False)
@@ -378,3 +390,31 @@ def test_the_progress_bar_of_a_long_restore(
     assert result["restored"] == done["run_id"] and tree(root) == before
     drawn = capsys.readouterr().err
     assert "restore [" in drawn and "/6000 files" in drawn
+
+
+def test_an_identical_archived_copy_and_backups_as_links(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    """A day whose identical copy is already archived only loses its daily file; a backup of a file of one name is
+    a second name of its bytes (no copy written), one of a file with other names a copy (its other name may be
+    written in place)."""
+    root, ws = workspace
+    twin = daily(root, 40)
+    (root / "memory/archive").mkdir()
+    (root / "memory/archive" / twin.name).write_bytes(twin.read_bytes())
+    linked = daily(root, 41)
+    other_name = root / "memory/elsewhere.md"
+    os.link(linked, other_name)
+    single = daily(root, 42)
+    inode = single.stat().st_ino
+    before = tree(root)
+    done = run(daemon, ws, "archive")
+    actions = {f["path"]: f["action"] for f in done["files"]}
+    assert actions[f"memory/{twin.name}"] == "delete" and f"memory/archive/{twin.name}" not in actions
+    backups = root / "data/memory/backups" / done["run_id"] / "memory"
+    assert (backups / single.name).stat().st_ino == inode  # the bytes kept under a second name
+    assert (backups / linked.name).stat().st_ino != other_name.stat().st_ino  # a copy
+    other_name.write_text("written in place through the other name\n")
+    assert (backups / linked.name).read_bytes().startswith(f"## {linked.stem}".encode())
+    daemon.call("restore", {"workspace": ws, "run_id": done["run_id"]})
+    after = tree(root)
+    assert after.pop("memory/elsewhere.md") != before.pop("memory/elsewhere.md")
+    assert after == before  # the twin's archived copy stays, as it was before the run
