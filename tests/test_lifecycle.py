@@ -15,6 +15,10 @@ import pytest
 from memoryctl.rpc import ClientError, RemoteError
 
 from tests.conftest import Daemon, short_tmp, wait_for
+from tests.test_semantic import FakeEmbeddings, embedded, endpoint, fake, start
+from tests.test_semantic import search as sem_search
+
+__all__ = ["fake"]  # the fake embeddings endpoint, a fixture of test_semantic
 
 TODAY = date(2026, 3, 1)
 ROWS = "data/memory/observability/lifecycle.jsonl"
@@ -418,3 +422,36 @@ def test_an_identical_archived_copy_and_backups_as_links(daemon: Daemon, workspa
     after = tree(root)
     assert after.pop("memory/elsewhere.md") != before.pop("memory/elsewhere.md")
     assert after == before  # the twin's archived copy stays, as it was before the run
+
+
+def test_the_meaning_side_leaves_the_archive_out_even_when_it_crowds_the_nearest(
+    started: list[Daemon], home: Path, fake: FakeEmbeddings
+) -> None:
+    """60 archived days say exactly what is asked; the one live day says it less well: vector search still finds
+    the live day (the nearest 40 are all archived: it asks again for more) and no archived one, unless asked."""
+    d = start(started, home, **endpoint(fake))
+    root = short_tmp("ws")
+    for n in range(40, 100):
+        daily(root, n, "- alpha bravo charlie\n", archived=True)
+    live = daily(root, 1, "- alpha bravo delta\n")
+    ws = d.call("workspace.add", {"path": str(root)})["workspace_id"]
+    embedded(d, ws, total=61)
+    hits = sem_search(d, ws, "alpha bravo charlie", mode="vector", limit=3)["hits"]
+    assert [h["path"] for h in hits] == [f"memory/{live.name}"]
+    hits = sem_search(d, ws, "alpha bravo charlie", mode="vector", limit=3, include_archive=True)["hits"]
+    assert len(hits) == 3 and all(h["path"].startswith("memory/archive/") for h in hits)
+    hybrid = sem_search(d, ws, "alpha bravo charlie", mode="hybrid", limit=5)["hits"]
+    assert [h["path"] for h in hybrid] == [f"memory/{live.name}"]
+
+
+def test_the_word_side_leaves_the_archive_out_even_when_it_crowds_the_best(
+    daemon: Daemon, workspace: tuple[Path, str]
+) -> None:
+    root, ws = workspace
+    for n in range(40, 80):
+        daily(root, n, "- KQZCROWD KQZCROWD KQZCROWD 串口\n", archived=True)
+    live = daily(root, 1, "- KQZCROWD once, among many other words of a longer line about the 串口 and more\n")
+    daemon.call("index", {"workspace": ws})
+    assert found(daemon, ws, "KQZCROWD", limit=3) == [f"memory/{live.name}"]
+    archived = found(daemon, ws, "KQZCROWD", limit=3, include_archive=True)
+    assert len(archived) == 3 and all(p.startswith("memory/archive/") for p in archived)
