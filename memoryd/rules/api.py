@@ -335,7 +335,9 @@ class ForgetResult(Wire):
 
 
 class RestoreParams(WorkspaceParams):
-    run_id: str = Field(pattern=ID_PATTERN, description="Any recorded change: a forget, a compile.apply, a promote…")
+    run_id: str = Field(
+        pattern=ID_PATTERN, description="Any recorded change: a forget, a compile.apply, a promote, an archive…"
+    )
     reason: str | None = Field(default=None, max_length=2000, description="Recorded in history.")
 
 
