@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import Rpc, conditions, daemon, summary
+from common import Rpc, conditions, daemon, summary, warm
 from corpus import Target, generate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -170,6 +170,7 @@ def bench_daily(files: int, rounds: int, profile: bool) -> None:
             extra = {"MEMORYD_EMBEDDING_PROVIDER": "none"} if mode == "off" else {}
             with daemon(log_level="warning", extra_env=extra) as (home, _env):
                 rpc = Rpc(str(home / "run" / "memoryd.sock"))
+                warm(rpc, home)
                 t = time.perf_counter()
                 ws = rpc.call("workspace.add", {"path": str(work)})["workspace_id"]
                 rpc.call("index", {"workspace": ws})

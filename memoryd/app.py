@@ -29,13 +29,14 @@ log = structlog.get_logger("memoryd.app")
 
 def build_dispatcher(limits: ServerSettings | None = None) -> Handlers:
     """Every method registered; ``limits``: the server group (batch and reply sizes), its defaults when None."""
-    from memoryd.methods import admin, context, lifecycle, notes, rules
+    from memoryd.methods import admin, context, curate, lifecycle, notes, rules
 
     dispatcher: Handlers = Dispatcher(limits=limits or ServerSettings())
     admin.register(dispatcher)
     notes.register(dispatcher)
     rules.register(dispatcher)
     context.register(dispatcher)
+    curate.register(dispatcher)
     lifecycle.register(dispatcher)
     return dispatcher
 

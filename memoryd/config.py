@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 from memoryd.settings import (
     GROUPS,
     ContextSettings,
+    CurateSettings,
     Group,
     LifecycleSettings,
     NotesSettings,
@@ -96,6 +98,7 @@ class Settings:
     semantic: SemanticSettings = field(default_factory=SemanticSettings)
     rules: RulesSettings = field(default_factory=RulesSettings)
     context: ContextSettings = field(default_factory=ContextSettings)
+    curate: CurateSettings = field(default_factory=CurateSettings)
     lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
     # Not settings proper: where things are. Filled by load_settings.
     dirs: Dirs = field(default_factory=Dirs.resolve)
@@ -106,13 +109,15 @@ class SettingsError(ValueError):
     pass
 
 
-_WHAT = {int: "a whole number", float: "a number", bool: "true or false", str: "text"}
+_WHAT = {int: "a whole number", float: "a number", bool: "true or false", str: "text", tuple: "a list of text"}
 
 
 def _kind(group: type[Group], name: str) -> Any:
     """The Python type a setting's raw value (YAML scalar, environment text, flag) is read as."""
     annotation = group.model_fields[name].annotation
-    return annotation if annotation in (int, float, bool) else str
+    if annotation in (int, float, bool):
+        return annotation
+    return tuple if typing.get_origin(annotation) is tuple else str
 
 
 def _coerce(group: type[Group], name: str, raw: Any, origin: str) -> Any:
@@ -128,6 +133,11 @@ def _coerce(group: type[Group], name: str, raw: Any, origin: str) -> Any:
             if text in {"0", "false", "no", "off"}:
                 return False
             raise ValueError(text)
+        if kind is tuple:  # a list of text: a YAML list, or comma-separated (the environment, a flag, the file)
+            items = raw if isinstance(raw, list) else str(raw).split(",")
+            if not all(isinstance(item, (str, int, float)) and not isinstance(item, bool) for item in items):
+                raise TypeError(type(raw).__name__)
+            return tuple(str(item).strip() for item in items if str(item).strip())
         if isinstance(raw, (dict, list)):
             raise TypeError(type(raw).__name__)
         return kind(raw)
@@ -220,6 +230,7 @@ def load_settings(
         semantic=_group(SemanticSettings, values),
         rules=_group(RulesSettings, values),
         context=_group(ContextSettings, values),
+        curate=_group(CurateSettings, values),
         lifecycle=_group(LifecycleSettings, values),
         dirs=dirs,
         socket=Path(memorydirs.socket_path(socket, home)),

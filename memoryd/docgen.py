@@ -32,6 +32,7 @@ def _dump(obj: Any) -> str:
 
 def file_models() -> dict[str, type[BaseModel]]:
     """File formats with a schema of their own: ``schemas/<name>.schema.json``."""
+    from memoryd.curate import outcomes, questions
     from memoryd.rules import models
 
     return {
@@ -39,6 +40,9 @@ def file_models() -> dict[str, type[BaseModel]]:
         "compile_request": models.CompileRequest,
         "compile_response": models.CompileResponse,
         "rule": models.Rule,
+        "outcome_row": outcomes.OutcomeRow,
+        "sanitize_row": outcomes.SanitizeRow,
+        "question_row": questions.QuestionRow,
     }
 
 
@@ -127,9 +131,9 @@ def generated() -> dict[Path, str]:
         lines.append("| setting | in its group | environment | default | meaning |\n|---|---|---|---|---|\n")
         for name, field in model.model_fields.items():
             flat = flat_name(model, name)
+            default = ", ".join(field.default) if isinstance(field.default, tuple) else field.default
             lines.append(
-                f"| `{flat}` | `{group}.{name}` | `MEMORYD_{flat.upper()}` | `{field.default}` | "
-                f"{field.description} |\n"
+                f"| `{flat}` | `{group}.{name}` | `MEMORYD_{flat.upper()}` | `{default}` | {field.description} |\n"
             )
         lines.append("\n")
     out[ROOT / "docs" / "reference" / "settings.md"] = "".join(lines)

@@ -268,6 +268,14 @@ _SPECS = [
         1,
     ),
     ErrorSpec(
+        "MEMORY_QUESTION_NOT_FOUND",
+        -32041,
+        "No such open question",
+        "Open questions are shown by context (dynamic.questions) and kept in "
+        "data/memory/observability/questions.jsonl; an answered one is closed.",
+        1,
+    ),
+    ErrorSpec(
         "BATCH_TOO_LARGE",
         -32030,
         "Batch has too many members",

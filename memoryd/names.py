@@ -37,6 +37,7 @@ ErrorName = Literal[
     "REPLY_TOO_LARGE",
     "MEMORY_ITEM_NOT_FOUND",
     "MEMORY_RUN_NOT_FOUND",
+    "MEMORY_QUESTION_NOT_FOUND",
     "BATCH_TOO_LARGE",
 ]
 

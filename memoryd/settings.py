@@ -18,12 +18,33 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.config import JsonDict
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 Provider = Literal["auto", "use-m3", "e5-small", "openai-compatible", "none"]
 Fusion = Literal["calibrated", "weighted", "rrf"]
+TooLong = Literal["truncate", "drop"]
+OutsideSections = Literal["drop", "keep"]
+Resolution = Literal["keep_old", "keep_new", "ask_user", "merge"]
+# Preference keys a consolidation may not change silently (docs/reference/curation.md): a bullet "key: value" whose
+# value differs between MEMORY.md and an update is a conflict. Matched ignoring case, "_"/"-" as spaces; "*" globs.
+CONFLICT_KEYS = (
+    "language",
+    "* language",
+    "communication style",
+    "package manager",
+    "indent*",
+    "python version",
+    "node version",
+    "test runner",
+    "formatter",
+    "语言",
+    "*语言",
+    "包管理器",
+    "缩进",
+    "沟通风格",
+)
 
 
 def setting(default: Any, help: str, *, flat: str | None = None, **bounds: Any) -> Any:
@@ -198,7 +219,7 @@ class ContextSettings(Group):
         6000, "Ceiling of context's dynamic part (recall, recent notes).", flat="context_dynamic_max_chars", gt=0
     )
     min_relevance: float = setting(
-        0.65,
+        0.8,
         "What a recalled passage needs to be injected into a prompt (the hooks, context.dynamic): its calibrated "
         "relevance, 0-1 (search hits carry it). Higher injects less; 0 injects whatever search finds.",
         flat="recall_min_relevance",
@@ -217,6 +238,85 @@ class ContextSettings(Group):
         flat="context_snapshot_max_files",
         gt=0,
     )
+
+
+class CurateSettings(Group):
+    """Curation policy: what a consolidation may write into MEMORY.md / INSIGHTS.md (sanitize), how much it may
+    remove (the loss guard) and which preferences it may not change silently (conflicts). Secrets and
+    <private> spans are never written, whatever these say. docs/reference/curation.md."""
+
+    max_bullet_chars: int = setting(
+        500,
+        "Longest bullet (with its continuation lines) an update may write, in characters.",
+        flat="curate_max_bullet_chars",
+        ge=20,
+    )
+    too_long: TooLong = setting(
+        "truncate",
+        "A longer bullet: truncate (cut to the limit, ending in …) or drop. A code block or a heading over the "
+        "limit is dropped either way (cutting one would break the file's structure).",
+        flat="curate_too_long",
+    )
+    drop_date_lines: bool = setting(
+        True,
+        "Drop bullets and lines that hold only a date or time (2026-02-28, 2026年2月28日 14:00).",
+        flat="curate_drop_date_lines",
+    )
+    drop_url_lines: bool = setting(
+        True,
+        "Drop bullets and lines that hold only a URL (a link with no words saying what it is).",
+        flat="curate_drop_url_lines",
+    )
+    drop_duplicates: bool = setting(
+        True,
+        "Drop a bullet repeated within one section of an update (ignoring case, spacing, end punctuation).",
+        flat="curate_drop_duplicates",
+    )
+    outside_sections: OutsideSections = setting(
+        "drop",
+        "Lines of an update before its first ## heading (a model's preamble, stray bullets): drop or keep. "
+        "Headings are always kept, unless sanitize emptied their section.",
+        flat="curate_outside_sections",
+    )
+    max_loss_share: float = setting(
+        0.10,
+        "Loss guard: an update that would remove more than this share of the existing bullets without [replace] "
+        "is held (outcome guard_rejected), not written. 0 holds any loss; 1 turns the guard off.",
+        flat="curate_max_loss_share",
+        ge=0,
+        le=1,
+    )
+    max_update_bytes: int = setting(
+        256 * 1024,
+        "Largest update (memory_update, insights_update: UTF-8 bytes) looked at; a larger one is skipped whole "
+        "(outcome truncated_skip).",
+        flat="curate_max_update_bytes",
+        gt=0,
+    )
+    conflict_keys: tuple[str, ...] = setting(
+        CONFLICT_KEYS,
+        "Preference keys: a bullet `key: value` (also `key = value`, `key：value`) whose value an update changes "
+        "is a conflict. Ignoring case, _ and - as spaces; * is a wildcard. In the environment or on the "
+        "command line: comma-separated; in the file: a list or comma-separated.",
+        flat="curate_conflict_keys",
+    )
+    conflict_resolution: Resolution = setting(
+        "ask_user",
+        "A conflict's resolution: keep_old (the update's bullet is dropped), keep_new (it replaces the old one), "
+        "merge (both kept, marked <!-- conflict: key -->) or ask_user (the old one kept for now; the question "
+        "is shown in context.dynamic until `memoryctl answer` settles it).",
+        flat="curate_conflict_resolution",
+    )
+
+    @field_validator("conflict_keys")
+    @classmethod
+    def _keys(cls, keys: tuple[str, ...]) -> tuple[str, ...]:
+        cleaned = tuple(" ".join(k.split()) for k in keys)
+        if len(cleaned) > 200:
+            raise ValueError("at most 200 keys")
+        if any(not k or len(k) > 100 or not k.strip("*? ") for k in cleaned):
+            raise ValueError("each key 1-100 characters, not only wildcards")
+        return cleaned
 
 
 class LifecycleSettings(Group):
@@ -282,6 +382,7 @@ GROUPS: dict[str, type[Group]] = {
     "semantic": SemanticSettings,
     "rules": RulesSettings,
     "context": ContextSettings,
+    "curate": CurateSettings,
     "lifecycle": LifecycleSettings,
 }
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TREES = ("memoryd", "client/memoryctl")
+TREES = ("memoryd", "client/memoryctl", "client/memorysections")
 MAX_LINES = 500
 
 # module → the most lines it may have until it is split. Shrink the number as the module shrinks; delete the entry

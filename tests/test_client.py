@@ -113,9 +113,13 @@ QUICK_LINES = [
     ["--workspace", "search", "search", "x"],
     ["search", ""],
     ["search", "x", "--limit", "0"],
+    ["search", "what did we decide", "--since", "2026-02-01", "--until", "2026-02-28"],
 ]
 ARGPARSE_LINES = [  # the quick reader hands these to argparse (usage errors, help, forms it does not read)
     ["search", "x", "--mode", "nope"],
+    ["search", "x", "--since", "2026-02-30"],
+    ["search", "x", "--since", "20260201"],
+    ["search", "x", "--also", "串口超时"],
     ["--timeout", "0", "search", "x"],
     ["--timeout", "nan", "search", "x"],
     ["--all", "search", "x"],

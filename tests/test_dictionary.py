@@ -3,12 +3,15 @@ through a real daemon; with ``search_dictionary`` off it does not."""
 
 from __future__ import annotations
 
+import hashlib
+import marshal
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from memoryd.text import dictionary
 from memoryd.text.dictionary import data_path
 from tests.conftest import Daemon, daemon_env, wait_for
 
@@ -146,3 +149,38 @@ def test_same_question_same_answer_across_a_restart(started: list[Daemon], home:
             assert ranking(first) == before[q], q
     wait_for(lambda: dictionary_state(again, ws) == "ready", timeout=60)
     assert {q: ranking(answer(again, ws, q)) for q in QUERIES} == before
+
+
+def test_the_maps_are_kept_between_starts_and_a_damaged_copy_is_parsed_again(tmp_path: Path) -> None:
+    """The first start parses the data file (~1 s) and keeps the maps in the state dir; the next reads them back
+    (same maps). A cache that is damaged, torn, or made for another data file is never trusted: parsed again."""
+    source = data_path()
+    assert source is not None
+    cache = tmp_path / dictionary.CACHE_FILE
+    parsed = dictionary.load_cached(source, cache)
+    assert cache.is_file() and parsed == dictionary.read(source)
+    kept = cache.read_bytes()
+    assert dictionary.load_cached(source, cache) == parsed and cache.read_bytes() == kept  # read, not rewritten
+
+    def rewritten_after(damaged: bytes) -> bool:
+        cache.write_bytes(damaged)
+        assert dictionary.load_cached(source, cache) == parsed
+        return cache.read_bytes() == kept
+
+    head, digest, payload = kept.split(b"\n", 2)
+    assert rewritten_after(kept[: len(kept) // 2])  # torn
+    assert rewritten_after(head + b"\n" + digest + b"\n" + payload[:-1] + b"\x00")  # a byte changed
+    other = marshal.dumps(({"假": ("fake",)}, {}))
+    forged = b"%s\n%s\n%s" % (head + b"x", hashlib.sha256(other).hexdigest().encode(), other)
+    assert rewritten_after(forged)  # another data file's maps
+    assert rewritten_after(b"")
+
+
+def test_a_single_character_adds_no_gloss() -> None:
+    """时 glosses to "time", 天 to "day, sky": an unrelated English line with "time" outranked the answer to
+    "1月20日值班时发生了什么？" (issue 21, temporal class). Words of two characters or more still add theirs."""
+    source = data_path()
+    assert source is not None
+    maps = dictionary.read(source)
+    assert dictionary.additions(maps, ["时"]) == [] and dictionary.additions(maps, ["天"]) == []
+    assert dictionary.additions(maps, ["值班"]) == ["work", "shift"]

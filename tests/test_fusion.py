@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import math
 
-from memoryd.notes.fusion import Candidate, coverage, fuse
+from memoryd.notes.fusion import Candidate, coverage, from_lexical, fuse
 from memoryd.store.passage import Passage
+from memoryd.store.queries import Hit
 
 
 def candidate(path: str, line: int, text: str, *, ident: bool = False, via: str = "bm25") -> Candidate:
@@ -78,3 +79,17 @@ def test_coverage_is_the_share_of_the_questions_word_weight() -> None:
     assert coverage(("uart",), {"uart": 3.0, "timeout": 1.0}, 4.0) == 0.75
     assert coverage(("uart", "uart"), {"uart": 3.0}, 4.0) == 0.75  # a word once
     assert coverage((), {"uart": 3.0}, 4.0) == 0.0 and coverage(("x",), {}, 0.0) == 0.0
+
+
+def test_a_plain_hyphenated_word_is_not_an_identifier_that_stays_on_top() -> None:
+    """on-call, e-mail, follow-up are indexed as identifiers (their exact form ranks well) but are ordinary words:
+    a passage saying only "on-call" must not come first at full strength for "on-call handover Monday"."""
+    found = [
+        Hit("memory/a.md", 1, 1, "## a", "- On-call escalation: the secondary is paged after 10 minutes", 9.0),
+        Hit("memory/b.md", 1, 1, "## b", "- ERR_UART_TIMEOUT_0x3F after the handover", 5.0),
+    ]
+    words = ["on-call", "call", "handover", "monday", "err_uart_timeout_0x3f"]
+    weights = {w: 1.0 for w in words}
+    plain, code = from_lexical(found, words, {"on-call", "err_uart_timeout_0x3f"}, 2, weights, len(words))
+    assert not plain.ident and plain.strength < 1.0
+    assert code.ident and code.strength == 1.0

@@ -125,6 +125,7 @@ def test_help_lists_every_verb() -> None:
             "restore",
             "archive",
             "ttl",
+            "answer",
             "observe",
             "compile",
             "resolve",
@@ -132,6 +133,7 @@ def test_help_lists_every_verb() -> None:
             "timeline",
             "candidates",
             "hook",
+            "merge-file",
         )
     )  # every verb, each once, in this order
 

@@ -4,6 +4,7 @@ calibrated relevance on every hit, and recall that injects nothing for an unrela
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,8 @@ from tests.test_semantic import embedded, start
 
 DAYS = {
     "memory/2026-02-24.md": (
-        "## 2026-02-24\n\n## 2026-02-24 10:00 — decision\n- CDN: move static assets from CloudFront to Fastly\n"
+        "## 2026-02-24\n\n## 2026-02-24 09:45 — summary\n- Standup: CDN vendor decision today, then the canary change.\n\n"
+        "## 2026-02-24 10:00 — decision\n- CDN: move static assets from CloudFront to Fastly\n"
     ),
     "memory/2026-02-10.md": "## 2026-02-10\n\n## 2026-02-10 09:00 — decision\n- CDN: keep CloudFront for the EU region\n",
     "memory/2026-01-24.md": "## 2026-01-24\n\n## 2026-01-24 11:00 — note\n- The 24 h cache TTL on the CDN is too long\n",
@@ -40,7 +42,7 @@ def team(started: list[Daemon], home: Path) -> tuple[Daemon, str]:
         (root / rel).write_text(text, encoding="utf-8")
     ws: str = d.call("workspace.add", {"path": str(root)})["workspace_id"]
     d.call("index", {"workspace": ws})
-    embedded(d, ws, total=len(DAYS))
+    embedded(d, ws, total=sum(text.count(" — ") for text in DAYS.values()))  # one passage an entry
     return d, ws
 
 
@@ -66,6 +68,14 @@ def test_a_date_in_the_question_is_a_window_not_words(team: tuple[Daemon, str]) 
     assert info.value.name == "INVALID_PARAMS"
 
 
+def test_a_question_about_a_decision_prefers_decision_entries(team: tuple[Daemon, str]) -> None:
+    """The standup line that mentions the CDN decision loses to the decision entry itself when the question asks
+    what was decided (text/intent.py); the same in Chinese; a question that asks for no kind keeps the order."""
+    d, ws = team
+    for question in ("what did we decide about the CDN on 2026-02-24?", "2026-02-24 关于 CDN 做了什么决定？"):
+        assert "Fastly" in hits(d, ws, question)[0]["snippet"], question
+
+
 def test_the_agents_other_phrasing_is_fused_in(team: tuple[Daemon, str]) -> None:
     """A question in other words that the notes' words do not match: its phrasing in the note's language finds it,
     fused into the one ranking (the MCP tool asks the agent for an English and a Chinese phrasing)."""
@@ -74,6 +84,28 @@ def test_the_agents_other_phrasing_is_fused_in(team: tuple[Daemon, str]) -> None
     assert not any("bank transfer" in h["snippet"] for h in alone)
     fused = hits(d, ws, "企业客户不用信用卡怎么付款", also=["how do enterprise customers pay without a card"])
     assert "bank transfer" in fused[0]["snippet"]
+
+
+def test_memoryctl_search_takes_a_window_and_other_phrasings(team: tuple[Daemon, str]) -> None:
+    """The same through `memoryctl search`: --since/--until pick the window, --also adds the other phrasing."""
+    d, ws = team
+
+    def found(*args: str) -> list[dict[str, Any]]:
+        out = d.memoryctl("--json", "-w", ws, "search", *args)
+        assert out.returncode == 0, out.stderr
+        hits: list[dict[str, Any]] = json.loads(out.stdout)["data"]["hits"]
+        return hits
+
+    def first(*args: str) -> dict[str, Any]:
+        return found(*args)[0]
+
+    assert first("CDN decision", "--since", "2026-02-20", "--until", "2026-02-28")["path"] == "memory/2026-02-24.md"
+    assert first("CDN decision", "--since", "2026-02-05", "--until", "2026-02-12")["path"] == "memory/2026-02-10.md"
+    assert not any("bank transfer" in h["snippet"] for h in found("企业客户不用信用卡怎么付款", "--mode", "bm25"))
+    fused = first("企业客户不用信用卡怎么付款", "--also", "how do enterprise customers pay without a card")
+    assert "bank transfer" in fused["snippet"]
+    bad = d.memoryctl("-w", ws, "search", "x", "--since", "2026-02-31")
+    assert bad.returncode == 2 and "iso_day" in bad.stderr
 
 
 def test_hits_carry_a_calibrated_relevance_and_recall_injects_only_what_answers(team: tuple[Daemon, str]) -> None:

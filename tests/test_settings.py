@@ -4,6 +4,7 @@ edit to be read from all three and documented; each group's limits hold where th
 
 from __future__ import annotations
 
+import re
 import typing
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,17 @@ FLAT_BEFORE = [
     "context_snapshot_ttl_hours",
     "context_snapshot_max_files",
     "recall_min_relevance",  # issue 21: what recall needs to be injected (added since)
+    # issue 22: the curation policy (added since)
+    "curate_max_bullet_chars",
+    "curate_too_long",
+    "curate_drop_date_lines",
+    "curate_drop_url_lines",
+    "curate_drop_duplicates",
+    "curate_outside_sections",
+    "curate_max_loss_share",
+    "curate_max_update_bytes",
+    "curate_conflict_keys",
+    "curate_conflict_resolution",
     # issue 22 (lifecycle): archive, TTL, automatic runs, and whether search looks into the archive
     "search_include_archive",
     "lifecycle_archive_after_days",
@@ -79,6 +91,8 @@ def _other_value(group: str, field: str) -> Any:
         return default + 1
     if isinstance(default, float):
         return default / 2
+    if isinstance(default, tuple):
+        return ("indent", "包管理器")
     return "/tmp/x"
 
 
@@ -98,6 +112,8 @@ def test_each_setting_is_read_from_the_file_the_environment_and_a_flag(
     """A field added to a group is read from all three with no other edit (this test names none)."""
     value = _other_value(*flat_names()[flat])
     text = str(value).lower() if isinstance(value, bool) else str(value)
+    if isinstance(value, tuple):
+        text = ",".join(value)
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "memoryd.yaml").write_text(f"{flat}: {text}\n")
     assert _read(load_settings(home=str(tmp_path)), flat) == value
@@ -188,3 +204,29 @@ def test_search_and_get_limits_hold_for_one_workspace_and_for_all(daemon_factory
     assert len(everywhere["hits"]) == 2
     got = d.call("get", {"workspace": ids[0], "path": "memory/notes.md", "lines": 10})
     assert got["text"].count("\n") <= 3 and "第0节" in got["text"], got
+
+
+def test_curate_keys_are_a_list_in_the_file_and_comma_separated_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "config").mkdir()
+    settings_file = tmp_path / "config" / "memoryd.yaml"
+    settings_file.write_text(
+        "curate:\n  conflict_keys: [language, '包管理器', '  indent   width ']\n  conflict_resolution: merge\n",
+        encoding="utf-8",
+    )
+    curate = load_settings(home=str(tmp_path)).curate
+    assert curate.conflict_keys == ("language", "包管理器", "indent width") and curate.conflict_resolution == "merge"
+    monkeypatch.setenv("MEMORYD_CURATE_CONFLICT_KEYS", "语言, test runner,,")
+    assert load_settings(home=str(tmp_path)).curate.conflict_keys == ("语言", "test runner")
+    monkeypatch.delenv("MEMORYD_CURATE_CONFLICT_KEYS")
+    for bad, says in (
+        ("curate:\n  conflict_keys: [{a: 1}]\n", "curate_conflict_keys must be a list of text"),
+        ("curate:\n  conflict_keys: ['***']\n", "not only wildcards"),
+        ("curate:\n  conflict_resolution: ask\n", "must be keep_old, keep_new, ask_user or merge"),
+        ("curate_max_loss_share: 1.5\n", "curate_max_loss_share must be in"),
+        ("curate_too_long: cut\n", "curate_too_long must be truncate or drop"),
+    ):
+        settings_file.write_text(bad, encoding="utf-8")
+        with pytest.raises(SettingsError, match=re.escape(says)):
+            load_settings(home=str(tmp_path))

@@ -127,6 +127,15 @@ def project_root(start: str) -> str:
         current = parent
 
 
+def init_root(args: Args) -> str:
+    """The directory `init` registers: PATH, else the one --workspace (or the environment) names by path, else the
+    project around the current directory."""
+    named = None if args.path else workspace_given(args)
+    if args.path or (named and not named.startswith("ws_")):
+        return os.path.abspath(args.path or str(named))
+    return project_root(os.getcwd())
+
+
 # --- the connection ---------------------------------------------------------------------------------------------
 
 

@@ -49,6 +49,15 @@ def choice(*allowed: str) -> Callable[[str], str]:
     return convert
 
 
+def iso_day(text: str) -> str:
+    """A day as YYYY-MM-DD (argparse names this function in its message: "invalid iso_day value")."""
+    from datetime import date  # only when a day is given: a C module, no start-up cost otherwise
+
+    if len(text) != 10:
+        raise ValueError(text)
+    return date.fromisoformat(text).isoformat()
+
+
 GLOBAL_DEFAULTS: dict[str, Any] = {
     "json": False,
     "socket": None,

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from memoryd.curate.questions import OpenQuestion
 from memoryd.models import Degraded, Wire
 
 
@@ -51,7 +52,10 @@ class RecentNote(Wire):
 
 
 class DynamicContext(Wire):
-    text: str = Field(description="Recalled passages, then recent daily notes; empty without query_text.")
+    text: str = Field(
+        description="Open questions for the user (whatever the prompt), then recent daily notes and recalled "
+        "passages (for query_text); empty without either."
+    )
     items: list[ContextItem] = Field(description="The recalled passages, best first.")
     recent: list[RecentNote] = Field(
         default_factory=list, description="Daily entries added because the prompt asks about the past, newest first."
@@ -59,6 +63,12 @@ class DynamicContext(Wire):
     asks_about_past: bool = Field(default=False, description="What the past-reference trigger said of query_text.")
     degraded: Degraded | None = Field(
         default=None, description="Recall was incomplete or failed; stable is unaffected."
+    )
+    questions: list[OpenQuestion] | None = Field(
+        default=None,
+        description="Preference conflicts a consolidation left to the user (curate_conflict_resolution ask_user), "
+        "oldest first, at most 3: text asks the agent to put them to the user and settle each with `memoryctl "
+        "answer <question_id> old|new|both`. Absent when there are none.",
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from memoryd.context.api import ContextItem, RecentNote
 from memoryd.context.recent import Entry
+from memoryd.curate.questions import OpenQuestion
 from memoryd.text.passages import MARK
 
 RECENT_SHARE = 60  # percent of the budget recent daily notes may take when there are recalled passages too
@@ -20,13 +21,34 @@ def shown_in(stable_text: str, snippet: str) -> bool:
     return bool(lines) and all(line in plain for line in lines)
 
 
+QUESTIONS_INTRO = (
+    "A memory consolidation proposed a preference that differs from the one memory holds. Ask the user which "
+    "holds, then settle it with `memoryctl answer <id> old|new|both` (old: keep what memory holds; new: replace "
+    "it; both: keep both, marked)."
+)
+QUESTION_MAX = 300  # characters of one question's line
+
+
+def questions_block(questions: list[OpenQuestion]) -> str:
+    """The open questions as the agent reads them: what to ask, and how to record the answer."""
+    lines = ["## Open questions for the user (memory)", QUESTIONS_INTRO]
+    for q in questions:
+        where = "MEMORY.md" if q.target == "memory" else "INSIGHTS.md"
+        line = f"- {q.question_id}: {q.key} — {where} holds “{q.old}”, proposed “{q.new}”"
+        lines.append(line if len(line) <= QUESTION_MAX else line[: QUESTION_MAX - 1] + "…")
+    return "\n".join(lines)
+
+
 def render(
-    items: list[ContextItem], entries: list[Entry], budget: int
+    items: list[ContextItem], entries: list[Entry], budget: int, questions: str = ""
 ) -> tuple[str, list[ContextItem], list[RecentNote]]:
-    """The text and what it holds: as many entries, then items (those not inside a shown entry), as fit in
-    ``budget`` characters, whole."""
+    """The text and what it holds: the open questions (``questions``, when they fit), then as many entries, then
+    items (those not inside a shown entry), as fit in ``budget`` characters, whole."""
     out: list[str] = []
     used = 0
+    if questions and len(questions) <= budget // 2:  # never more than half the room recall has
+        out.append(questions)
+        used = len(questions)
     shown_items: list[ContextItem] = []
     shown_recent: list[RecentNote] = []
 
@@ -41,7 +63,7 @@ def render(
 
     # A prompt about the past is answered by the recent days first; recall then adds what they do not hold, in
     # the room RECENT_SHARE leaves it.
-    recent_budget = budget * RECENT_SHARE // 100 if items else budget
+    recent_budget = used + (budget - used) * RECENT_SHARE // 100 if items else budget
     if entries and add("## Recent daily notes, newest first", recent_budget):
         for entry in entries:
             body = "\n".join(entry.body)

@@ -18,6 +18,7 @@ import structlog
 from memoryd import fsio
 from memoryd.context import dynamic, recent, render, snapshots, trigger
 from memoryd.context.api import ContextItem, ContextResult, DynamicContext, StableContext
+from memoryd.curate import questions as curate_questions
 from memoryd.errors import AppError
 from memoryd.models import Degraded
 from memoryd.notes.daily import strip_private
@@ -33,7 +34,7 @@ log = structlog.get_logger("memoryd.context")
 RECALL_LIMIT = 6  # passages recalled for a prompt
 RECALL_SNIPPET_CHARS = 400
 RECENT_DAYS = 3  # daily files shown when a prompt asks about the past
-WORDS_ONLY_SHARE = 0.6  # of recall_min_relevance, when the search ran on words alone
+WORDS_ONLY_SHARE = 0.49  # of recall_min_relevance, when the search ran on words alone (0.39 at the default 0.8)
 RELATIVE_CUT = 0.85  # a recalled passage needs this share of the best one's relevance: a clear answer is not padded
 
 
@@ -122,8 +123,15 @@ class ContextService:
     # --- dynamic ------------------------------------------------------------------------------------------
 
     async def dynamic(self, ws: Workspace, query_text: str | None, stable_text: str) -> DynamicContext:
+        # open questions (preference conflicts left to the user) are asked whatever the prompt, until answered
+        asking = (await anyio.to_thread.run_sync(curate_questions.open_questions, ws.path))[
+            : curate_questions.SHOWN_MAX
+        ]
+        block = dynamic.questions_block(asking) if asking else ""
+        if block and len(block) > self.settings.dynamic_max_chars // 2:
+            block, asking = "", []
         if not query_text or not query_text.strip():
-            return DynamicContext(text="", items=[])
+            return DynamicContext(text=block, items=[], questions=asking or None)
         past = trigger.asks_about_past(query_text)
         degraded = None
         items: list[ContextItem] = []
@@ -161,5 +169,12 @@ class ContextService:
         entries = []
         if past:
             entries = await anyio.to_thread.run_sync(recent.entries, ws.path, RECENT_DAYS, self.memory_max_bytes)
-        text, shown, notes = dynamic.render(items, entries, self.settings.dynamic_max_chars)
-        return DynamicContext(text=text, items=shown, recent=notes, asks_about_past=past, degraded=degraded)
+        text, shown, notes = dynamic.render(items, entries, self.settings.dynamic_max_chars, block)
+        return DynamicContext(
+            text=text,
+            items=shown,
+            recent=notes,
+            asks_about_past=past,
+            degraded=degraded,
+            questions=asking or None,
+        )

@@ -1,15 +1,12 @@
-"""INSIGHTS.md bullets past their TTL, removed line by line with everything else kept byte for byte.
+"""INSIGHTS.md bullets past their TTL, removed with everything else kept byte for byte.
 
 A bullet carries the day it was last confirmed as a trailing HTML comment, `` <!-- seen: YYYY-MM-DD -->``
-(the consolidation writes it on every bullet it adds or confirms). A bullet is a top-level list item (``- ``,
-``* `` or ``+ `` at the start of a line) with its continuation lines (the indented, non-blank lines after it:
-wrapped text, nested items); its mark may sit on any of them, the latest day counting. A bullet without a mark, or
-with a day that is not a date, never expires. Nothing inside a fenced code block is a bullet. Every other byte —
-headings, the preamble, comments, blank lines, line endings (``\\r\\n`` too), a missing final newline — stays as
-it was.
-
-This is the minimal line-level removal; the section parser of ``client/memorysections`` (h-sections) will do the
-same once it lands.
+(the consolidation writes it on every bullet it adds or confirms). What a bullet is — a ``- ``, ``* `` or ``+ ``
+item with the lines indented under it, never inside a code fence or an HTML comment — is
+``memorysections``' model (the section parser the merge and the git driver use, so the three agree); the mark may
+sit on any of its lines, the latest valid day counting. A bullet without a mark, or with a day that is not a date,
+never expires. Every other byte — headings, the preamble, comments, blank lines, line endings (``\r\n`` too), a
+missing final newline — stays as it was (``render(parse(text)) == text`` for any text).
 """
 
 from __future__ import annotations
@@ -18,9 +15,9 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
+import memorysections
+
 SEEN = re.compile(r"<!--\s*seen:\s*(\d{4}-\d{2}-\d{2})\s*-->")
-_BULLET = re.compile(r"[-*+][ \t]")
-_FENCE = re.compile(r"[ ]{0,3}(`{3,}|~{3,})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,33 +52,24 @@ def seen_day(block: list[str]) -> date | None:
 
 def expire(text: str, cutoff: date) -> tuple[str, list[Expired]]:
     """``text`` without the bullets last seen before ``cutoff``, and those bullets."""
-    lines = lines_of(text)
-    out: list[str] = []
+    doc = memorysections.parse(text)
     expired: list[Expired] = []
-    fence: str | None = None
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        opened = _FENCE.match(line)
-        if opened is not None:
-            marker = opened.group(1)
-            if fence is None:
-                fence = marker[0] * 3
-            elif marker.startswith(fence):
-                fence = None
-        if fence is not None or opened is not None or not _BULLET.match(line):
-            out.append(line)
-            i += 1
+    line = 1
+    for section in doc.all_sections():
+        if section.heading is not None:
+            line += 1
+        if SEEN.search(section.raw) is None:  # nothing marked: its blocks are not even read
+            line += section.raw.count("\n") - (section.heading is not None)
             continue
-        j = i + 1
-        while j < len(lines) and lines[j].strip() and lines[j][0] in " \t" and not _FENCE.match(lines[j]):
-            j += 1
-        block = lines[i:j]
-        day = seen_day(block)
-        if day is not None and day < cutoff:
-            removed = "".join(block)
-            expired.append(Expired(i + 1, day, removed, len(removed.encode("utf-8"))))
-        else:
-            out.extend(block)
-        i = j
-    return "".join(out), expired
+        kept = []
+        for block in section.blocks:
+            day = seen_day(block.lines) if block.bullet else None
+            if day is not None and day < cutoff:
+                raw = block.raw
+                expired.append(Expired(line, day, raw, len(raw.encode("utf-8"))))
+            else:
+                kept.append(block)
+            line += len(block.lines)
+        if len(kept) != len(section.blocks):
+            section.blocks = kept
+    return (memorysections.render(doc) if expired else text), expired

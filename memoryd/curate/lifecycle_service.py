@@ -51,7 +51,7 @@ class LifecycleService:
                 plan = lifecycle.plan_ttl(wr.root, self.settings, day, older_than_days)
             return lifecycle.run(wr.root, plan, dry_run=dry_run, progress=wr.reporter(f"lifecycle.{action}"))
 
-        outcome = await self.rules.change(ws, work)
+        outcome = await self.rules.locked(ws, work)
         log.info(
             "lifecycle_run",
             workspace_id=ws.id,

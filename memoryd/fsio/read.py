@@ -71,12 +71,13 @@ def read_regular(path: Path, max_bytes: int, offset: int = 0, *, root: Path | No
         chunks = []
         remaining = max_bytes + 1
         while remaining > 0:
-            chunk = os.pread(fd, min(remaining, 1 << 20), offset)
+            asked = min(remaining, 1 << 20)
+            chunk = os.pread(fd, asked, offset)
             offset += len(chunk)
-            if not chunk:
-                break
             chunks.append(chunk)
             remaining -= len(chunk)
+            if len(chunk) < asked:  # a regular file's read is short only at its end: no second call to learn it
+                break
         data = b"".join(chunks)
         if len(data) > max_bytes:
             raise FileTooLarge(len(data), max_bytes)

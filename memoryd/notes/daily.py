@@ -48,6 +48,12 @@ def strip_private(text: str) -> str:
     return text if found is None else text[: found.start()]
 
 
+def private_spans(text: str) -> list[int]:
+    """Where ``text`` opens ``<private>`` spans (the offset of each opening tag, nested ones included): what
+    stripping removes, counted without saying what it was."""
+    return [tag.start() for tag in _PRIVATE_TAG.finditer(text) if not tag.group(1)]
+
+
 def strip_private_value(value: Any) -> Any:
     """``value`` (a JSON value) with <private> spans stripped from every string inside it, keys included. The
     callers' params were checked for depth, so the recursion is bounded."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -62,6 +63,12 @@ def coverage(matched: tuple[str, ...], weights: dict[str, float], mass: float) -
     return min(1.0, sum(weights.get(w, 0.0) for w in set(matched)) / mass)
 
 
+# A hyphenated compound of plain lower-case words (on-call, e-mail, follow-up) is indexed as an identifier, so its
+# exact form ranks well, but it is an ordinary word: it does not put a passage on top at full strength as
+# ERR_UART_TIMEOUT_0x3F or facts.transport.baud do ("on-call handover Monday" recalled every line saying on-call).
+PLAIN_COMPOUND = re.compile(r"[a-z]+(?:-[a-z]+)+")
+
+
 def from_lexical(
     found: list[Hit],
     words: list[str],
@@ -74,6 +81,7 @@ def from_lexical(
     idf) and ``mass`` (the question's total) make each passage's strength its :func:`coverage`; a passage that says
     one of the query's identifiers is full strength."""
     words = words[: textindex.MAX_TERMS]  # a pasted 10 kB question: bounded work
+    idents = {i for i in idents if not PLAIN_COMPOUND.fullmatch(i)}
     sections = [(h.score, h.text.split("\n")) for h in found]
     out = []
     for n, p, score in passages.ranked(sections, words, limit):

@@ -26,11 +26,14 @@ from memoryd.pool import ThreadPool
 from memoryd.settings import SearchSettings
 from memoryd.store.readers import IndexCorrupted
 from memoryd.store.vectors import VectorHit
-from memoryd.text import dates, dictionary, textindex
+from memoryd.text import dates, dictionary, intent, textindex
 
 log = structlog.get_logger("memoryd.notes")
 ARCHIVED = ARCHIVE_DIR + "/"  # archived daily files: left out of answers unless asked for (include_archive)
 
+# A passage in an entry of the kind the question asks for (a decision, an event: text/intent.py) ranks as if its
+# score were this much higher: enough to pass a note or standup line on the same topic, not a better answer.
+INTENT_BOOST = 1.3
 WINDOW_CANDIDATES = 60  # passages each side brings when the question names a date: the window's may rank low
 DATES_MAX_CHARS = 2000  # of a question, where a date is looked for
 WINDOW_FILES_MAX = 62  # daily files a window's own search looks in (about two months)
@@ -192,6 +195,9 @@ class SearchPipeline:
                 if key not in best or c.score > best[key].score:
                     best[key] = c
         ranked = fusion.best(best.values(), len(best)) if len(plan.phrasings) > 1 else list(best.values())
+        kind = next((k for p in plan.phrasings if (k := intent.asks_for(p)) is not None), None)
+        if kind is not None:  # entries of the kind asked for ahead of a note that mentions the topic (same order else)
+            ranked.sort(key=lambda c: (not c.ident, -c.score * (INTENT_BOOST if _kind(c) == kind else 1.0)))
         window = plan.window
         if window is not None:  # entries of the window first, in their order; the rest after
             ranked.sort(key=lambda c: not window.holds(dates.entry_date(c.passage.path, c.passage.heading)))
@@ -366,6 +372,10 @@ def _window(query: str, options: Options) -> dates.Window | None:
     head, tail = query[:DATES_MAX_CHARS], query[DATES_MAX_CHARS:]
     found = dates.window(head, options.today or date.today())
     return None if found is None else dates.Window(found.since, found.until, found.rest + tail)
+
+
+def _kind(c: Candidate) -> str | None:
+    return intent.entry_kind(c.passage.heading)
 
 
 def _files(window: dates.Window, *, archived: bool) -> list[str]:

@@ -47,7 +47,8 @@ class NotesService:
         self.search_settings = search
         self.state_dir = state_dir
         # read from start(), in a thread: a search before it is ready says dictionary_loading (issue 21 item 5)
-        self.dictionary = dictionary.Dictionary() if search.dictionary else None
+        cache = state_dir.parent / dictionary.CACHE_FILE
+        self.dictionary = dictionary.Dictionary(cache=cache) if search.dictionary else None
         self._by_id: dict[str, WorkspaceNotes] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self.semantic = Semantic(semantic, state_dir)

@@ -144,10 +144,10 @@ class RulesService:
         await self._locked(ws, lambda w: handedit.record(w, handedit.QUIET_S))
         return handedit.QUIET_S if wr.rules.hand_edits else None
 
-    async def change(self, ws: Workspace, work: Callable[[WorkspaceRules], _T]) -> _T:
-        """Run a change another domain makes through the change journal (curate's lifecycle runs) under this
-        workspace's change lock, in a worker thread, like the rules' own: one change at a time per workspace.
-        ``wr.reporter(op)`` gives ``journal.commit`` a progress that status shows."""
+    async def locked(self, ws: Workspace, work: Callable[[WorkspaceRules], _T]) -> _T:
+        """Run ``work`` (blocking: journal writes) in a worker thread holding the workspace's write lock: for a
+        change another domain makes through the journal (curation: an answered question, a lifecycle run) — one
+        change at a time per workspace. ``wr.reporter(op)`` gives ``journal.commit`` a progress status shows."""
         return await self._locked(ws, work)
 
     async def _locked(self, ws: Workspace, work: Callable[[WorkspaceRules], _T]) -> _T:

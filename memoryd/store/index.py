@@ -237,6 +237,7 @@ class NoteIndex:
             reason=reason,
             files=report.files_indexed,
             ms=report.ms,
+            **{f"{phase}_ms": ms for phase, ms in report.phases.items()},
         )
         return report
 

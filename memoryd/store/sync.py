@@ -14,7 +14,7 @@ import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +45,7 @@ class SyncReport:
     rebuild_reason: str | None = None
     ms: float = 0.0
     chunk_delta: int = 0  # chunks added minus chunks removed
+    phases: dict[str, float] = field(default_factory=dict)  # ms: find, read, insert (logged with a rebuild)
 
 
 _Changed = tuple[str, os.stat_result, str, str]  # a file to (re)index: path, stat, sha256, text
@@ -84,11 +85,14 @@ class SyncPass:
 
     def run(self, only: set[str] | None, progress: Callable[[int, int], None] | None) -> SyncReport:
         conn, report = self.conn, self.report
+        started = time.perf_counter()
         known = _known_documents(conn)
         present = self._present(only)
         steps = _Progress(progress, len(present))
+        found = time.perf_counter()
         with conn:
             changed, stale = self._read_changed(known, present, steps)
+            read = time.perf_counter()
             gone = (set(known) - set(present)) if only is None else {p for p in only if p in known and p not in present}
             stale += [known[rel][0] for rel in gone]
             report.files_removed = len(gone)
@@ -96,6 +100,12 @@ class SyncPass:
                 report.chunk_delta -= _delete_docs(conn, stale)
             self._insert_changed(changed, steps)
             steps.done()
+        done = time.perf_counter()
+        report.phases = {
+            "find": round((found - started) * 1000, 1),
+            "read": round((read - found) * 1000, 1),
+            "insert": round((done - read) * 1000, 1),
+        }
         return report
 
     def _present(self, only: set[str] | None) -> dict[str, os.stat_result]:
@@ -114,18 +124,23 @@ class SyncPass:
         report = self.report
         changed: list[_Changed] = []
         stale: list[int] = []
-        for number, rel in enumerate(sorted(present), 1):
+        wanted = []
+        for rel in sorted(present):
             info = present[rel]
             old = known.get(rel)
-            steps.reading(number)
             if info.st_size > self.max_file_bytes:  # not read at all, and no longer searchable
                 self.refused[rel] = _too_large(info.st_size, self.max_file_bytes)
                 del present[rel]
-                continue
-            if old is not None and old[1] == info.st_mtime_ns and old[2] == info.st_size:
+            elif old is not None and old[1] == info.st_mtime_ns and old[2] == info.st_size:
                 report.files_unchanged += 1
-                continue
-            data = self._read(rel, present)
+            else:
+                wanted.append(rel)
+        steps.reading(len(present) - len(wanted))
+        for number, (rel, read) in enumerate(self._reads(wanted), len(present) - len(wanted) + 1):
+            steps.reading(number)
+            info = present[rel]
+            old = known.get(rel)
+            data = self._outcome(rel, read, present)
             if data is None:
                 continue
             sha = hashlib.sha256(data).hexdigest()
@@ -141,13 +156,19 @@ class SyncPass:
             report.bytes_indexed += len(data)
         return changed, stale
 
-    def _read(self, rel: str, present: dict[str, os.stat_result]) -> bytes | None:
+    def _reads(self, rels: list[str]) -> Iterator[tuple[str, bytes | OSError]]:
+        """Each file's bytes (or the error reading it raised), in order."""
+        return ((rel, _read_or_error(self.root / rel, self.max_file_bytes)) for rel in rels)
+
+    def _outcome(self, rel: str, read: bytes | OSError, present: dict[str, os.stat_result]) -> bytes | None:
         """A file's bytes, or None (refused, or gone: then dropped from ``present``). Only a regular file is opened
-        (a FIFO swapped in since the walk would block this thread), and never more than the limit read. The stat
-        is older than the bytes read, so a file that grew meanwhile differs from the stored (mtime, size) and is
-        read again."""
+        (a FIFO swapped in since the walk would block the reading thread), and never more than the limit read. The
+        stat is older than the bytes read, so a file that grew meanwhile differs from the stored (mtime, size) and
+        is read again."""
         try:
-            return read_regular(self.root / rel, self.max_file_bytes)
+            if isinstance(read, OSError):
+                raise read
+            return read
         except FileNotFoundError:
             del present[rel]
         except FileTooLarge as exc:
@@ -232,6 +253,13 @@ def replace_tail(
             (after[0], after[1], after[2], time.time(), doc_id),
         )
     return len(rows) - removed
+
+
+def _read_or_error(path: Path, max_bytes: int) -> bytes | OSError:
+    try:
+        return read_regular(path, max_bytes)
+    except OSError as exc:
+        return exc
 
 
 def _encoded_size(prepared: tuple[int, bytes]) -> int:

@@ -57,6 +57,7 @@ VERBS = {
     "restore": "undo a recorded change by its run id (forget, compile apply, promote, archive, ttl, restore)",
     "archive": "move daily files older than N days to memory/archive/ (--dry-run lists what would move)",
     "ttl": "delete archived days and INSIGHTS.md bullets past their TTL (--dry-run lists what would go)",
+    "answer": "settle an open question about memory (a preference a consolidation wants to change): old, new or both",
     "observe": "record one observation (evidence)",
     "compile": "evidence to rules: prepare a request for the LLM, apply its response",
     "resolve": "merged facts for a model and firmware version, and why",
@@ -64,11 +65,12 @@ VERBS = {
     "timeline": "observations, remembered entries and changes, newest first",
     "candidates": "review low-confidence rules: list, promote, reject",
     "hook": "answer a coding agent host's hook (its JSON on stdin); fails open, never blocks",
+    "merge-file": "git's merge driver for memory files: merge by section, never conflict markers (init --git)",
 }
 
-NOTES = ("status", "init", "remember", "search", "get", "index", "validate", "context", "forget", "restore")
+NOTES = ("status", "init", "remember", "search", "get", "index", "validate", "context", "forget", "restore", "answer")
 RULES = ("observe", "compile", "resolve", "rules", "timeline", "candidates")
-ADMIN = ("ping", "workspace", "mcp", "install", "hook")
+ADMIN = ("ping", "workspace", "mcp", "install", "hook", "merge-file")
 LIFECYCLE = ("archive", "ttl")
 
 

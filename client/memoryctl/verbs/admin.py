@@ -1,12 +1,13 @@
-"""memoryctl's daemon and wiring verbs: ping, the workspace registry (owner), and the two verbs that are not one
-call — install (writes a host's configuration) and mcp (serves MCP on stdio) — plus `hook`'s help (a hook itself
-is answered by memoryctl.hooks before any parser is built)."""
+"""memoryctl's daemon and wiring verbs: ping, the workspace registry (owner), and the verbs that are not one
+call — install (writes a host's configuration), mcp (serves MCP on stdio) and merge-file (git's merge driver, no
+daemon) — plus `hook`'s help (a hook itself is answered by memoryctl.hooks before any parser is built)."""
 
 from __future__ import annotations
 
 import os
 
 from memoryctl.common import EXIT_OK, Args, Usage, project_root, to_json, workspace_of, write
+from memoryctl.quick import Spec
 from memoryctl.rpc import owner_token
 
 TYPE_CHECKING = False  # `import typing` costs ~3 ms of start-up
@@ -14,10 +15,12 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any
 
-    from memoryctl.quick import Spec
     from memoryctl.rpc import Connection
 
-QUICK: dict[str, Spec] = {}
+# git runs `memoryctl merge-file %O %A %B` once per memory file of a merge: read without argparse.
+QUICK: dict[str, Spec] = {
+    "merge-file": Spec(positionals=("base", "ours", "theirs"), flags={}, values={}, defaults={"path": None})
+}
 HOSTS = ["claude", "codex", "opencode"]
 
 
@@ -39,6 +42,11 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
             help="this project's files (default) or your user-wide configuration",
         )
         p.add_argument("--print", action="store_true", help="show the files as they would be; write nothing")
+    elif verb == "merge-file":
+        p.add_argument("base", metavar="BASE", help="the common ancestor's version (git's %%O)")
+        p.add_argument("ours", metavar="OURS", help="our version: the merge is written over it (git's %%A)")
+        p.add_argument("theirs", metavar="THEIRS", help="their version (git's %%B)")
+        p.add_argument("path", metavar="PATH", nargs="?", help="the file's path in the repository (git's %%P; unused)")
     elif verb == "hook":  # parsed here only for --help: memoryctl.hooks reads its own few words
         p.add_argument("host", choices=HOSTS, help="the host sending the hook JSON")
         p.add_argument("event", help="SessionStart, UserPromptSubmit, PostToolUse, PostToolUseFailure, Stop, …")
@@ -47,6 +55,15 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
 def local(args: Args, path: str, timeout: float) -> int | None:
     if args.verb == "install":  # files, not a call
         return _install(args)
+    if args.verb == "merge-file":  # files, not a call: git runs it, the daemon need not be up
+        from memoryctl import gitmerge
+
+        try:
+            return gitmerge.merge_file(args.base, args.ours, args.theirs)
+        except OSError as exc:
+            raise Usage(
+                f"merge-file: {exc.strerror or exc}: {exc.filename}", "git passes three readable files."
+            ) from None
     if args.verb == "mcp":  # a server, not a call: the SDK is imported only here (about a second)
         try:
             from memoryctl import mcp_server

@@ -1,5 +1,5 @@
 """memoryctl's Markdown memory verbs: status, init, remember, search, get, index, validate, context, forget,
-restore. Each is one call; ``exchange`` adds what a verb needs around it (status outside a workspace, search's
+restore, answer. Each is one call; ``exchange`` adds what a verb needs around it (status outside a workspace, search's
 "more", the index progress bar)."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from memoryctl.common import (
     PastEnd,
     Usage,
     human_dict,
-    project_root,
+    init_root,
     read_capped,
     scoped,
     workspace_given,
     workspace_of,
 )
-from memoryctl.quick import Spec, choice
+from memoryctl.quick import Spec, choice, iso_day
 from memoryctl.rpc import RemoteError, owner_token
 
 TYPE_CHECKING = False  # `import typing` costs ~3 ms of start-up
@@ -43,8 +43,20 @@ QUICK = {
             "-n": ("limit", int),
             "--mode": ("mode", choice(*SEARCH_MODES)),
             "--snippet-max-chars": ("snippet_max_chars", int),
+            "--since": ("since", iso_day),
+            "--until": ("until", iso_day),
         },
-        defaults={"limit": 8, "mode": None, "snippet_max_chars": None, "all": False, "archive": False},
+        # --also repeats: a line with it is read by argparse
+        defaults={
+            "limit": 8,
+            "mode": None,
+            "snippet_max_chars": None,
+            "all": False,
+            "since": None,
+            "until": None,
+            "also": None,
+            "archive": False,
+        },
     )
 }
 
@@ -64,6 +76,11 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
             "path", nargs="?", help="the project directory (default: the nearest parent with .git, memory/ or spec/)"
         )
         p.add_argument("--name", help="a name for the workspace (default: the directory's name)")
+        p.add_argument(
+            "--git",
+            action="store_true",
+            help="also make git merge the memory files by section (.gitattributes and a merge driver; idempotent)",
+        )
     elif verb == "remember":
         p.add_argument("text", help="the text, or - to read standard input")
         p.add_argument(
@@ -93,6 +110,15 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
         p.add_argument(
             "--snippet-max-chars", type=int, metavar="N", help="snippet length, 20-4000 (default: the setting, 700)"
         )
+        p.add_argument(
+            "--also",
+            action="append",
+            metavar="WORDS",
+            help="the same question in other words or the other language ('串口超时' for 'uart timeout'), fused "
+            "into one ranking (repeatable)",
+        )
+        p.add_argument("--since", type=iso_day, metavar="YYYY-MM-DD", help="prefer entries dated on or after this day")
+        p.add_argument("--until", type=iso_day, metavar="YYYY-MM-DD", help="prefer entries dated on or before this day")
         p.add_argument("--all", action="store_true", help="every workspace, read-only (owner)")
         p.add_argument(
             "--archive", action="store_true", help="archived daily files too (memory/archive/; left out by default)"
@@ -111,6 +137,13 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
         else:
             p.add_argument("ref", metavar="RUN_ID", help="the change's run id (forget and timeline print it)")
         p.add_argument("--reason", help="why: recorded in history")
+    elif verb == "answer":
+        p.add_argument("question_id", metavar="QUESTION_ID", help="the question's id, as context shows it (q_…)")
+        p.add_argument(
+            "answer",
+            choices=["old", "new", "both"],
+            help="old: keep what memory holds; new: the proposed value replaces it; both: keep both, marked",
+        )
     elif verb == "context":
         p.add_argument("--query", "-q", metavar="TEXT", help="the prompt to recall for, or - to read standard input")
         p.add_argument("--model-id", help="with --fw-version: include the rules resolved for this device")
@@ -129,7 +162,15 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
 
 
 def local(args: Args, path: str, timeout: float) -> int | None:
-    return None  # every verb here is a call
+    """Every verb here is a call; `init --git` first registers the merge driver (no daemon needed for that)."""
+    if args.verb == "init" and args.git:
+        from memoryctl import gitmerge
+
+        try:
+            vars(args)["git_report"] = gitmerge.setup(init_root(args))
+        except gitmerge.GitError as exc:
+            raise Usage(str(exc), exc.hint) from None
+    return None
 
 
 # --- calls ------------------------------------------------------------------------------------------------------
@@ -146,12 +187,7 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
             params["workspace"] = workspace_of(args)
         return "status", params
     if verb == "init":
-        named = None if args.path else workspace_given(args)
-        if args.path or (named and not named.startswith("ws_")):
-            root = os.path.abspath(args.path or str(named))
-        else:
-            root = project_root(os.getcwd())
-        params = {"path": root}
+        params = {"path": init_root(args)}
         if args.name:
             params["name"] = args.name
         return "workspace.add", params
@@ -177,6 +213,9 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
             params["mode"] = args.mode
         if args.snippet_max_chars:
             params["snippet_max_chars"] = args.snippet_max_chars
+        for name in ("also", "since", "until"):
+            if getattr(args, name):
+                params[name] = getattr(args, name)
         if args.archive:
             params["include_archive"] = True
         return "search", scoped(args, params)
@@ -192,6 +231,8 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
         return "validate", scoped(args, {})
     if verb == "context":
         return "context", _context_params(args)
+    if verb == "answer":
+        return "answer", {"workspace": workspace_of(args), "question_id": args.question_id, "answer": args.answer}
     if verb in ("forget", "restore"):
         params = {"workspace": workspace_of(args), "id" if verb == "forget" else "run_id": args.ref}
         if args.reason:
@@ -238,6 +279,8 @@ def exchange(conn: Connection, args: Args, method: str, params: dict[str, Any]) 
         params.pop("workspace", None)  # not inside a workspace: the daemon's status alone
         result = conn.call(method, params)
         result["recommended"] = "memoryctl init  (this directory is not in a registered workspace)"
+    if method == "workspace.add" and args.verb == "init" and args.git:
+        result["git"] = args.git_report
     if method == "search":
         limit = args.limit
         result["more"] = len(result["hits"]) > limit
@@ -305,10 +348,15 @@ def _render_hits(result: dict[str, Any]) -> str:
 
 
 def _render_init(r: dict[str, Any]) -> str:
-    return (
+    text = (
         f"{'registered' if r.get('created') else 'already registered'} {r['workspace_id']}  {r['path']}\n"
         f"memory lives in {os.path.join(r['path'], 'memory')}"
     )
+    if r.get("git"):
+        from memoryctl import gitmerge
+
+        text += "\n" + gitmerge.render(r["git"])
+    return text
 
 
 def _render_forget(result: dict[str, Any]) -> str:
@@ -326,6 +374,19 @@ def _render_restore(result: dict[str, Any]) -> str:
     if len(writes) > SHOWN_FILES:
         lines.append(f"  … and {len(writes) - SHOWN_FILES} more files (--json lists every one)")
     return "\n".join(lines)
+
+
+def _render_answer(result: dict[str, Any]) -> str:
+    said = f"answered {result['question_id']}: {result['answer']}"
+    if result.get("run_id"):
+        return (
+            f"{said}\n"
+            + "\n".join(f"  {w['action']:<9} {w['path']}" for w in result.get("writes", []))
+            + (f"\nrun {result['run_id']} (undo: memoryctl restore {result['run_id']})")
+        )
+    if not result.get("applied"):
+        return f"{said} (the file no longer holds the old bullet: nothing changed)"
+    return said
 
 
 CONTEXT_SEPARATOR = "----- dynamic -----"
@@ -445,4 +506,5 @@ RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
     "validate": _render_validate,
     "forget": _render_forget,
     "restore": _render_restore,
+    "answer": _render_answer,
 }
