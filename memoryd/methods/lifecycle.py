@@ -85,15 +85,16 @@ def register(d: Handlers) -> None:
     async def run(ctx: Ctx, p: LifecycleParams, action: LifecycleAction) -> LifecycleResult:
         app = services(ctx)
         ws = await app.workspace(p.workspace, write=True)  # a dry run writes its row in lifecycle.jsonl
-        outcome = await app.lifecycle.run(
-            ws,
-            action,
-            older_than_days=p.older_than_days,
-            dry_run=p.dry_run,
-            today=None if p.now is None else date.fromisoformat(p.now),
-        )
-        if outcome.recorded:
-            await app.runtime.changed(ws, [f.path for f in outcome.files])
+        async with app.runtime.deferred(ws):  # thousands of files: indexed once, when written
+            outcome = await app.lifecycle.run(
+                ws,
+                action,
+                older_than_days=p.older_than_days,
+                dry_run=p.dry_run,
+                today=None if p.now is None else date.fromisoformat(p.now),
+            )
+            if outcome.recorded:
+                await app.runtime.changed(ws, [f.path for f in outcome.files])
         return result(outcome)
 
     @d.register("lifecycle.archive", LifecycleParams, LifecycleResult, writes=True)

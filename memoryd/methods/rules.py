@@ -133,7 +133,8 @@ def register(d: Handlers) -> None:
         restore first). status shows a long restore's progress (rules.change)."""
         app = services(ctx)
         ws = await app.workspace(p.workspace, write=True)
-        return await app.runtime.wrote(ws, await app.rules.restore(ws, p.run_id, p.reason))
+        async with app.runtime.deferred(ws):  # an archive undone: thousands of files, indexed once
+            return await app.runtime.wrote(ws, await app.rules.restore(ws, p.run_id, p.reason))
 
     @d.register("candidates.reject", CandidateRef, CandidateMoveResult, writes=True)
     async def candidates_reject(ctx: Ctx, p: CandidateRef) -> CandidateMoveResult:
