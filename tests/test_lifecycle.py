@@ -455,3 +455,23 @@ def test_the_word_side_leaves_the_archive_out_even_when_it_crowds_the_best(
     assert found(daemon, ws, "KQZCROWD", limit=3) == [f"memory/{live.name}"]
     archived = found(daemon, ws, "KQZCROWD", limit=3, include_archive=True)
     assert len(archived) == 3 and all(p.startswith("memory/archive/") for p in archived)
+
+
+def test_an_edit_made_while_a_long_run_is_written_is_indexed_after_it(
+    daemon: Daemon, workspace: tuple[Path, str]
+) -> None:
+    """The watcher's reports wait while an archive is written (its own files are indexed once, by the run); an
+    edit a person makes meanwhile is among them and is indexed right after, not at the next reconcile (30 s)."""
+    import threading
+
+    root, ws = workspace
+    for n in range(31, 1531):
+        daily(root, n)
+    worker = threading.Thread(target=lambda: run(daemon, ws, "archive"))
+    worker.start()
+    wait_for(lambda: daemon.call("status", {"workspace": ws})["workspaces"][0]["rules"].get("change"), timeout=30)
+    (root / "memory/MEMORY.md").write_text("## 编辑\n- written during the run KQZDURING\n", encoding="utf-8")
+    worker.join()
+    wait_for(lambda: found(daemon, ws, "KQZDURING") == ["memory/MEMORY.md"], timeout=10)
+    assert found(daemon, ws, "KQZDAY35") == []
+    assert found(daemon, ws, "KQZDAY35", include_archive=True) == [f"memory/archive/{day(35)}.md"]
