@@ -68,10 +68,10 @@ VERBS = {
     "merge-file": "git's merge driver for memory files: merge by section, never conflict markers (init --git)",
 }
 
-NOTES = ("status", "init", "remember", "search", "get", "index", "validate", "context", "forget", "restore", "answer")
+NOTES = ("status", "init", "remember", "search", "get", "index", "validate", "context", "forget", "answer")
 RULES = ("observe", "compile", "resolve", "rules", "timeline", "candidates")
 ADMIN = ("ping", "workspace", "mcp", "install", "hook", "merge-file")
-LIFECYCLE = ("archive", "ttl")
+LIFECYCLE = ("restore", "archive", "ttl")
 
 
 def group(verb: str) -> VerbGroup:

@@ -1,5 +1,6 @@
-"""memoryctl's lifecycle verbs: archive and ttl (restore, which undoes them, is a notes verb). Each is one call;
-on a terminal a long run draws a progress bar (docs/howto/lifecycle.md)."""
+"""memoryctl's change verbs: archive and ttl, and restore, which undoes them (and any other recorded change: a
+forget, a compile apply, a promote). Each is one call; on a terminal a long run draws a progress bar
+(docs/howto/lifecycle.md)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ SHOWN = 50  # files listed for a person; --json lists every one
 
 
 def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    if verb == "restore":
+        p.add_argument("ref", metavar="RUN_ID", help="the change's run id (forget and timeline print it)")
+        p.add_argument("--reason", help="why: recorded in history")
+        return
     if verb == "archive":
         what = "move daily files dated more than DAYS days ago (default: the setting, 30)"
     else:
@@ -35,9 +40,15 @@ def local(args: Args, path: str, timeout: float) -> int | None:
 
 
 def call(args: Args) -> tuple[str, dict[str, Any]]:
+    params: dict[str, Any] = {"workspace": workspace_of(args)}
+    if args.verb == "restore":
+        params["run_id"] = args.ref
+        if args.reason:
+            params["reason"] = args.reason
+        return "restore", params
     if args.verb not in ("archive", "ttl"):
         raise Usage(f"unknown verb {args.verb}")
-    params: dict[str, Any] = {"workspace": workspace_of(args), "dry_run": bool(args.dry_run)}
+    params["dry_run"] = bool(args.dry_run)
     if args.older_than is not None:
         if args.older_than < 0:
             raise Usage(f"--older-than must be 0 or more days, got {args.older_than}")
@@ -46,7 +57,7 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:
 
 
 def exchange(conn: Connection, args: Args, method: str, params: dict[str, Any]) -> Any:
-    if not args.json and not params["dry_run"] and sys.stderr.isatty():
+    if not args.json and not params.get("dry_run") and sys.stderr.isatty():
         from memoryctl.progress import change_with_progress
 
         return change_with_progress(conn, method, params)
@@ -57,7 +68,18 @@ def _size(n: int) -> str:
     return f"{n:,} bytes" if n < 10_000 else f"{n / 1024:,.0f} KiB" if n < 10_000_000 else f"{n / 1048576:,.1f} MiB"
 
 
+def _render_restore(r: dict[str, Any]) -> str:
+    lines = [f"restored {r['restored']} as run {r['run_id']}"]
+    writes = r.get("writes", [])
+    lines += [f"  {w['action']:<9} {w['path']}" for w in writes[:SHOWN]]
+    if len(writes) > SHOWN:
+        lines.append(f"  … and {len(writes) - SHOWN} more files (--json lists every one)")
+    return "\n".join(lines)
+
+
 def render(args: Args, r: Any) -> str:
+    if args.verb == "restore":
+        return _render_restore(r)
     files = r["files"]
     days = ", ".join(f"{k} {v}" for k, v in r["days"].items())
     if r["dry_run"]:

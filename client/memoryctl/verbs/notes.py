@@ -1,5 +1,5 @@
 """memoryctl's Markdown memory verbs: status, init, remember, search, get, index, validate, context, forget,
-restore, answer. Each is one call; ``exchange`` adds what a verb needs around it (status outside a workspace, search's
+answer (restore, which undoes a forget too, is a lifecycle verb). Each is one call; ``exchange`` adds what a verb needs around it (status outside a workspace, search's
 "more", the index progress bar)."""
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from memoryctl.rpc import Connection
 
 SEARCH_MODES = ("bm25", "vector", "hybrid")
-SHOWN_FILES = 50  # files a restore lists for a person
 # `memoryctl search` is run by people and scripts many times a minute: its plain command lines skip argparse.
 QUICK = {
     "search": Spec(
@@ -131,11 +130,8 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
         )
         p.add_argument("--from", dest="from_line", type=int, default=1, metavar="LINE", help="first line (default: 1)")
         p.add_argument("--lines", type=int, default=40, metavar="N", help="how many lines, at most 200 (default: 40)")
-    elif verb in ("forget", "restore"):
-        if verb == "forget":
-            p.add_argument("ref", metavar="ID", help="the entry's id, as remember printed it (ent_…)")
-        else:
-            p.add_argument("ref", metavar="RUN_ID", help="the change's run id (forget and timeline print it)")
+    elif verb == "forget":
+        p.add_argument("ref", metavar="ID", help="the entry's id, as remember printed it (ent_…)")
         p.add_argument("--reason", help="why: recorded in history")
     elif verb == "answer":
         p.add_argument("question_id", metavar="QUESTION_ID", help="the question's id, as context shows it (q_…)")
@@ -233,8 +229,8 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
         return "context", _context_params(args)
     if verb == "answer":
         return "answer", {"workspace": workspace_of(args), "question_id": args.question_id, "answer": args.answer}
-    if verb in ("forget", "restore"):
-        params = {"workspace": workspace_of(args), "id" if verb == "forget" else "run_id": args.ref}
+    if verb == "forget":
+        params = {"workspace": workspace_of(args), "id": args.ref}
         if args.reason:
             params["reason"] = args.reason
         return verb, params
@@ -267,10 +263,6 @@ def exchange(conn: Connection, args: Args, method: str, params: dict[str, Any]) 
         from memoryctl.progress import index_with_progress
 
         return index_with_progress(conn, params)
-    if method == "restore" and not args.json and sys.stderr.isatty():  # an archive of thousands of days undone
-        from memoryctl.progress import change_with_progress
-
-        return change_with_progress(conn, method, params)
     try:
         result = conn.call(method, params)
     except RemoteError as exc:
@@ -365,15 +357,6 @@ def _render_forget(result: dict[str, Any]) -> str:
         f"forgot {item['id']}  {item['path']}  ## {item['heading']}\n"
         f"run {result['run_id']} (undo: memoryctl restore {result['run_id']})"
     )
-
-
-def _render_restore(result: dict[str, Any]) -> str:
-    lines = [f"restored {result['restored']} as run {result['run_id']}"]
-    writes = result.get("writes", [])
-    lines += [f"  {w['action']:<9} {w['path']}" for w in writes[:SHOWN_FILES]]
-    if len(writes) > SHOWN_FILES:
-        lines.append(f"  … and {len(writes) - SHOWN_FILES} more files (--json lists every one)")
-    return "\n".join(lines)
 
 
 def _render_answer(result: dict[str, Any]) -> str:
@@ -505,6 +488,5 @@ RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
     "index": _render_index,
     "validate": _render_validate,
     "forget": _render_forget,
-    "restore": _render_restore,
     "answer": _render_answer,
 }
