@@ -14,6 +14,7 @@ from memoryd import __version__, fsio
 from memoryd import log as logsetup
 from memoryd.config import Settings
 from memoryd.context.service import ContextService
+from memoryd.curate.lifecycle_service import LifecycleService
 from memoryd.curate.service import CurateService
 from memoryd.curate.trace import TraceWriter
 from memoryd.methods.services import Ctx, Handlers, Services
@@ -30,7 +31,7 @@ log = structlog.get_logger("memoryd.app")
 
 def build_dispatcher(limits: ServerSettings | None = None) -> Handlers:
     """Every method registered; ``limits``: the server group (batch and reply sizes), its defaults when None."""
-    from memoryd.methods import admin, audit, compact, context, curate, notes, rules
+    from memoryd.methods import admin, audit, compact, context, curate, lifecycle, notes, rules
 
     dispatcher: Handlers = Dispatcher(limits=limits or ServerSettings())
     admin.register(dispatcher)
@@ -40,6 +41,7 @@ def build_dispatcher(limits: ServerSettings | None = None) -> Handlers:
     curate.register(dispatcher)
     compact.register(dispatcher)
     audit.register(dispatcher)
+    lifecycle.register(dispatcher)
     return dispatcher
 
 
@@ -61,6 +63,7 @@ class App:
         self.curate = CurateService(
             settings.curate, self.notes, self.rules, replay_keep=settings.observability.replay_keep
         )
+        self.lifecycle = LifecycleService(settings.lifecycle, self.rules)
         self.runtime = Runtime(
             settings.notes, self.registry, self.notes, self.rules, socket=settings.socket, home=settings.dirs.home
         )
@@ -74,6 +77,10 @@ class App:
         await self.rules.start(tg)
         await self.runtime.start(tg)
         tg.start_soon(task("recall_trace", self.trace.run, restart=True))
+        if self.settings.lifecycle.auto:
+            tg.start_soon(
+                task("lifecycle_auto", self.lifecycle.auto, self.registry, self.runtime.claim, self.runtime.changed)
+            )
 
     # --- workspaces: the runtime's ----------------------------------------------------------------------------
 

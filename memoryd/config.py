@@ -20,6 +20,7 @@ from memoryd.settings import (
     ContextSettings,
     CurateSettings,
     Group,
+    LifecycleSettings,
     NotesSettings,
     ObservabilitySettings,
     RulesSettings,
@@ -100,6 +101,7 @@ class Settings:
     context: ContextSettings = field(default_factory=ContextSettings)
     observability: ObservabilitySettings = field(default_factory=ObservabilitySettings)
     curate: CurateSettings = field(default_factory=CurateSettings)
+    lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
     # Not settings proper: where things are. Filled by load_settings.
     dirs: Dirs = field(default_factory=Dirs.resolve)
     socket: Path = field(default_factory=lambda: Path(memorydirs.socket_path()))
@@ -232,6 +234,7 @@ def load_settings(
         context=_group(ContextSettings, values),
         observability=_group(ObservabilitySettings, values),
         curate=_group(CurateSettings, values),
+        lifecycle=_group(LifecycleSettings, values),
         dirs=dirs,
         socket=Path(memorydirs.socket_path(socket, home)),
     )

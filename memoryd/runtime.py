@@ -16,8 +16,9 @@ workspace (docs/reference/architecture.md):
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -68,6 +69,8 @@ class WorkspaceRuntime:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     look_again: bool = False  # a delayed look at hand edits too fresh to record is scheduled
     watch_started: bool = False  # its watcher task was started (workspace.add of a registered one starts none)
+    deferring: int = 0  # changes being written that hold the watcher's reports back (see Runtime.deferred)
+    deferred: set[Path] = field(default_factory=set)  # the reports held back meanwhile
 
 
 GONE = (-1, -1, -1)
@@ -254,6 +257,9 @@ class Runtime:
                 await self._rescan(wrt)
 
     async def _changed(self, wrt: WorkspaceRuntime, paths: set[Path]) -> None:
+        if wrt.deferring:
+            wrt.deferred |= paths
+            return
         ws = wrt.ws
         reported: dict[str, str] = {}
         for path in paths:
@@ -321,6 +327,38 @@ class Runtime:
         if paths:
             await self._index(self._runtime(ws), paths)
         return result
+
+    @contextlib.asynccontextmanager
+    async def deferred(self, ws: Workspace) -> AsyncIterator[None]:
+        """While a change of many files is written (an archive, a restore of one), the watcher's reports of this
+        workspace wait: the change indexes its own files once it is written (:meth:`wrote`, :meth:`changed`,
+        inside this block), and the reports held back are handled after it — its own writes then recognised as
+        echoes and skipped, anything else that changed meanwhile indexed. Without it the indexer would index
+        thousands of files while they are being written, on the same two cores, and again after."""
+        wrt = self._runtime(ws)
+        wrt.deferring += 1
+        try:
+            yield
+        finally:
+            wrt.deferring -= 1
+            if not wrt.deferring and wrt.deferred:
+                held, wrt.deferred = wrt.deferred, set()
+                await guarded("watch_deferred", self._changed, wrt, held, workspace_id=ws.id)
+
+    async def changed(self, ws: Workspace, paths: list[str]) -> None:
+        """After a change another domain wrote (a lifecycle run): index its files once (the watcher's report of
+        them is then skipped)."""
+        if paths:
+            await self._index(self._runtime(ws), paths)
+
+    async def claim(self, ws: Workspace) -> bool:
+        """Whether this daemon may write ``ws`` (its write lock taken now if free, a crashed holder's journal
+        finished first); False when another daemon holds it. For background work, which must not raise."""
+        try:
+            await self.workspace(ws.id, write=True)
+        except AppError:
+            return False
+        return True
 
     async def _index(self, wrt: WorkspaceRuntime, paths: Iterable[str]) -> None:
         rels = sorted(set(paths))

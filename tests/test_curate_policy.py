@@ -238,8 +238,8 @@ def test_an_answer_is_one_recorded_change_restore_can_undo(tmp_path: Path, choic
     else:
         assert "- 包管理器：pip <!-- conflict: 包管理器 -->\n- 包管理器：uv <!-- conflict: 包管理器 -->\n" in text
     assert done.applied and done.path == "memory/MEMORY.md" and done.run_id
-    (entry,) = [e for e in journal.read_history(tmp_path) if e["run_id"] == done.run_id]
-    assert entry["op"] == "answer" and entry["changes"][0]["path"] == "memory/MEMORY.md"
+    (entry,) = [e for e in journal.read_history(tmp_path) if e.run_id == done.run_id]
+    assert entry.op == "answer" and entry.changes[0].path == "memory/MEMORY.md"
     assert questions.open_questions(tmp_path)[0].key == "language"
 
 

@@ -44,9 +44,9 @@ def test_editor_rename_append_and_delete(daemon: Daemon, workspace: tuple[Path, 
 
 def test_new_subdirectory_and_deleted_root(daemon: Daemon, workspace: tuple[Path, str]) -> None:
     path, ws = workspace
-    archive = path / "memory" / "archive" / "2025"
-    archive.mkdir(parents=True)
-    (archive / "2025-01-01.md").write_text("## 2025-01-01\n- archived KQZGAMMA\n")
+    topics = path / "memory" / "topics" / "2025"  # (memory/archive/ is searched only when asked: test_lifecycle)
+    topics.mkdir(parents=True)
+    (topics / "2025-01-01.md").write_text("## 2025-01-01\n- filed KQZGAMMA\n")
     eventually(lambda: hits(daemon, ws, "KQZGAMMA"))
     shutil.rmtree(path / "memory")
     eventually(lambda: not hits(daemon, ws, "KQZGAMMA"))

@@ -123,6 +123,8 @@ def test_help_lists_every_verb() -> None:
             "install",
             "forget",
             "restore",
+            "archive",
+            "ttl",
             "answer",
             "observe",
             "compile",

@@ -87,6 +87,16 @@ FLAT_BEFORE = [
     "consolidate_daily_chars",
     "replay_check",
     "replay_top_k",
+    # issue 22 (lifecycle): archive, TTL, automatic runs, and whether search looks into the archive
+    "search_include_archive",
+    "lifecycle_archive_after_days",
+    "lifecycle_archive_ttl_days",
+    "lifecycle_insights_ttl_days",
+    "lifecycle_max_files",
+    "lifecycle_max_bytes",
+    "lifecycle_auto",
+    "lifecycle_auto_apply",
+    "lifecycle_auto_interval_hours",
 ]
 
 

@@ -131,12 +131,14 @@ def register(d: Handlers) -> None:
 
     @d.register("restore", RestoreParams, RestoreResult, writes=True)
     async def restore(ctx: Ctx, p: RestoreParams) -> RestoreResult:
-        """Undo any recorded change (forget, compile.apply, candidates.promote/reject, restore): every file it
-        touched goes back to its backup, as a new change with its own run_id. A file changed since is refused
-        (MEMORY_CONFLICT names the later change to restore first)."""
+        """Undo any recorded change (forget, compile.apply, candidates.promote/reject, lifecycle.archive/ttl,
+        restore): every file it touched goes back to its backup byte for byte (a file it created is deleted), as a
+        new change with its own run_id. A file changed since is refused (MEMORY_CONFLICT names the later change to
+        restore first). status shows a long restore's progress (rules.change)."""
         app = services(ctx)
         ws = await app.workspace(p.workspace, write=True)
-        return await app.runtime.wrote(ws, await app.rules.restore(ws, p.run_id, p.reason))
+        async with app.runtime.deferred(ws):  # an archive undone: thousands of files, indexed once
+            return await app.runtime.wrote(ws, await app.rules.restore(ws, p.run_id, p.reason))
 
     @d.register("candidates.reject", CandidateRef, CandidateMoveResult, writes=True)
     async def candidates_reject(ctx: Ctx, p: CandidateRef) -> CandidateMoveResult:

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from memoryd.config import Settings
 from memoryd.context.service import ContextService
+from memoryd.curate.lifecycle_service import LifecycleService
 from memoryd.curate.service import CurateService
 from memoryd.curate.trace import TraceWriter
 from memoryd.notes.service import NotesService
@@ -33,6 +34,7 @@ class Services(Protocol):
     context: ContextService
     curate: CurateService
     trace: TraceWriter
+    lifecycle: LifecycleService
     runtime: Runtime
 
     async def workspace(self, ref: str, *, write: bool = False) -> Workspace: ...

@@ -285,6 +285,12 @@ class CandidateMoveResult(Wire):
     dry_run: bool = False
 
 
+class ChangeProgress(Wire):
+    op: str = Field(description="What is written: restore, lifecycle.archive, lifecycle.ttl…")
+    done: int = Field(description="Files done (pre-images, then the files themselves).")
+    total: int = Field(description="Files in all: twice the files the change touches.")
+
+
 class RulesStatus(Wire):
     profiles: int
     overrides: int
@@ -306,6 +312,9 @@ class RulesStatus(Wire):
     )
     recovered: list[str] = Field(description="Changes a crash interrupted, finished at start-up (run ids).")
     error: str | None = None
+    change: ChangeProgress | None = Field(
+        default=None, description="The change being written right now (a restore, an archive…), None when none is."
+    )
 
 
 # --- forget / restore -------------------------------------------------------------------------------------------
@@ -339,7 +348,9 @@ class ForgetResult(Wire):
 
 
 class RestoreParams(WorkspaceParams):
-    run_id: str = Field(pattern=ID_PATTERN, description="Any recorded change: a forget, a compile.apply, a promote…")
+    run_id: str = Field(
+        pattern=ID_PATTERN, description="Any recorded change: a forget, a compile.apply, a promote, an archive…"
+    )
     reason: str | None = Field(default=None, max_length=2000, description="Recorded in history.")
 
 

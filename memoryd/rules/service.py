@@ -147,7 +147,8 @@ class RulesService:
 
     async def locked(self, ws: Workspace, work: Callable[[WorkspaceRules], _T]) -> _T:
         """Run ``work`` (blocking: journal writes) in a worker thread holding the workspace's write lock: for a
-        change another domain makes through the journal (curation: an answered question)."""
+        change another domain makes through the journal (curation: an answered question, a lifecycle run) — one
+        change at a time per workspace. ``wr.reporter(op)`` gives ``journal.commit`` a progress status shows."""
         return await self._locked(ws, work)
 
     async def _locked(self, ws: Workspace, work: Callable[[WorkspaceRules], _T]) -> _T:
@@ -163,6 +164,8 @@ class RulesService:
                     hint="Free space (or fix permissions) and run it again: a change cut short is finished or "
                     "undone from its journal before the next one.",
                 ) from exc
+            finally:
+                wr.progress = None
 
     # --- observe ------------------------------------------------------------------------------------------
 
@@ -364,6 +367,7 @@ class RulesService:
             return None
 
         def work() -> m.RulesStatus:
+            progress = wr.progress
             wr.evidence.refresh()
             state = comp.load_state(journal.read_bytes(wr.root, comp.STATE_FILE))
             layers = {"profile": 0, "override": 0, "candidate": 0}
@@ -381,6 +385,9 @@ class RulesService:
                 errors=wr.rules.errors() + wr.evidence.problems() + journal.history_problems(wr.root),
                 recovered=wr.recovered,
                 error=wr.open_error,
+                change=None
+                if progress is None
+                else m.ChangeProgress(op=progress[0], done=progress[1], total=progress[2]),
             )
 
         return await anyio.to_thread.run_sync(work)

@@ -1,5 +1,5 @@
 """memoryctl's Markdown memory verbs: status, init, remember, search, get, index, validate, context, forget,
-restore, answer. Each is one call; ``exchange`` adds what a verb needs around it (status outside a workspace, search's
+answer (restore, which undoes a forget too, is a lifecycle verb). Each is one call; ``exchange`` adds what a verb needs around it (status outside a workspace, search's
 "more", the index progress bar)."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ SEARCH_MODES = ("bm25", "vector", "hybrid")
 QUICK = {
     "search": Spec(
         positionals=("query",),
-        flags={"--all": "all"},
+        flags={"--all": "all", "--archive": "archive"},
         values={
             "--limit": ("limit", int),
             "-n": ("limit", int),
@@ -54,6 +54,7 @@ QUICK = {
             "since": None,
             "until": None,
             "also": None,
+            "archive": False,
         },
     )
 }
@@ -123,6 +124,9 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
         p.add_argument("--since", type=iso_day, metavar="YYYY-MM-DD", help="prefer entries dated on or after this day")
         p.add_argument("--until", type=iso_day, metavar="YYYY-MM-DD", help="prefer entries dated on or before this day")
         p.add_argument("--all", action="store_true", help="every workspace, read-only (owner)")
+        p.add_argument(
+            "--archive", action="store_true", help="archived daily files too (memory/archive/; left out by default)"
+        )
     elif verb == "get":
         p.add_argument(
             "path",
@@ -131,11 +135,8 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
         )
         p.add_argument("--from", dest="from_line", type=int, default=1, metavar="LINE", help="first line (default: 1)")
         p.add_argument("--lines", type=int, default=40, metavar="N", help="how many lines, at most 200 (default: 40)")
-    elif verb in ("forget", "restore"):
-        if verb == "forget":
-            p.add_argument("ref", metavar="ID", help="the entry's id, as remember printed it (ent_…)")
-        else:
-            p.add_argument("ref", metavar="RUN_ID", help="the change's run id (forget and timeline print it)")
+    elif verb == "forget":
+        p.add_argument("ref", metavar="ID", help="the entry's id, as remember printed it (ent_…)")
         p.add_argument("--reason", help="why: recorded in history")
     elif verb == "answer":
         p.add_argument("question_id", metavar="QUESTION_ID", help="the question's id, as context shows it (q_…)")
@@ -222,6 +223,8 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
         for name in ("also", "since", "until"):
             if getattr(args, name):
                 params[name] = getattr(args, name)
+        if args.archive:
+            params["include_archive"] = True
         return "search", scoped(args, params)
     if verb == "get":
         params = {"workspace": workspace_of(args), "path": _get_path(args.path)}
@@ -237,8 +240,8 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
         return "context", _context_params(args)
     if verb == "answer":
         return "answer", {"workspace": workspace_of(args), "question_id": args.question_id, "answer": args.answer}
-    if verb in ("forget", "restore"):
-        params = {"workspace": workspace_of(args), "id" if verb == "forget" else "run_id": args.ref}
+    if verb == "forget":
+        params = {"workspace": workspace_of(args), "id": args.ref}
         if args.reason:
             params["reason"] = args.reason
         return verb, params
@@ -371,12 +374,6 @@ def _render_forget(result: dict[str, Any]) -> str:
     )
 
 
-def _render_restore(result: dict[str, Any]) -> str:
-    lines = [f"restored {result['restored']} as run {result['run_id']}"]
-    lines += [f"  {w['action']:<9} {w['path']}" for w in result.get("writes", [])]
-    return "\n".join(lines)
-
-
 def _render_answer(result: dict[str, Any]) -> str:
     said = f"answered {result['question_id']}: {result['answer']}"
     if result.get("run_id"):
@@ -426,6 +423,5 @@ RENDER: dict[str, Callable[[dict[str, Any]], str]] = {
     "search": _render_hits,
     "get": _render_get,
     "forget": _render_forget,
-    "restore": _render_restore,
     "answer": _render_answer,
 }
