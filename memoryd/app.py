@@ -28,13 +28,14 @@ log = structlog.get_logger("memoryd.app")
 
 def build_dispatcher(limits: ServerSettings | None = None) -> Handlers:
     """Every method registered; ``limits``: the server group (batch and reply sizes), its defaults when None."""
-    from memoryd.methods import admin, context, notes, rules
+    from memoryd.methods import admin, context, notes, review, rules
 
     dispatcher: Handlers = Dispatcher(limits=limits or ServerSettings())
     admin.register(dispatcher)
     notes.register(dispatcher)
     rules.register(dispatcher)
     context.register(dispatcher)
+    review.register(dispatcher)
     return dispatcher
 
 

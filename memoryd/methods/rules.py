@@ -131,8 +131,9 @@ def register(d: Handlers) -> None:
         touched goes back to its backup, as a new change with its own run_id. A file changed since is refused
         (MEMORY_CONFLICT names the later change to restore first)."""
         app = services(ctx)
-        ws = await app.workspace(p.workspace, write=True)
-        return await app.runtime.wrote(ws, await app.rules.restore(ws, p.run_id, p.reason))
+        ws = await app.workspace(p.workspace, write=not p.dry_run)
+        result = await app.rules.restore(ws, p.run_id, p.reason, p.dry_run)
+        return result if p.dry_run else await app.runtime.wrote(ws, result)
 
     @d.register("candidates.reject", CandidateRef, CandidateMoveResult, writes=True)
     async def candidates_reject(ctx: Ctx, p: CandidateRef) -> CandidateMoveResult:

@@ -328,9 +328,59 @@ class ForgetResult(Wire):
 class RestoreParams(WorkspaceParams):
     run_id: str = Field(pattern=ID_PATTERN, description="Any recorded change: a forget, a compile.apply, a promote…")
     reason: str | None = Field(default=None, max_length=2000, description="Recorded in history.")
+    dry_run: bool = Field(
+        default=False,
+        description="Check and return what the restore would write, each file's diff included; write nothing "
+        "(a conflict is the same MEMORY_CONFLICT the restore would meet).",
+    )
+
+
+class FileDiff(Wire):
+    """One file of a change as a unified diff (bounded: ``truncated`` when lines were left out)."""
+
+    path: str
+    action: str = Field(description="create, update, delete or unchanged.")
+    diff: str = Field(description="Unified diff, before → after; empty when a side is unknown or too large.")
+    truncated: bool = False
+    after_known: bool = Field(
+        default=True,
+        description="False when the file changed again and no later backup holds what this change left.",
+    )
+    too_large: bool = False
 
 
 class RestoreResult(Wire):
-    run_id: str = Field(description="This restore's own id (restore it to redo the change).")
+    run_id: str | None = Field(description="This restore's own id (restore it to redo the change); None on dry_run.")
     restored: str = Field(description="The run it undid.")
     writes: list[PlannedWrite]
+    dry_run: bool = False
+    diffs: list[FileDiff] = Field(default_factory=list, description="With dry_run: each file's diff, now → restored.")
+
+
+# --- the review page's reads: items of a file, one change's diffs ------------------------------------------------
+
+
+class ItemsParams(WorkspaceParams):
+    path: str | None = Field(default=None, max_length=4096, description="Only the items of this memory file.")
+    offset: int = Field(default=0, ge=0)
+    limit: int = Field(default=100, ge=1, le=1000)
+
+
+class ItemsResult(Wire):
+    items: list[MemoryItem] = Field(description="By path, then line; forgotten ones carry deleted_at.")
+    total: int
+    forgotten: int = Field(description="How many of the total are forgotten.")
+
+
+class ChangeShowParams(WorkspaceParams):
+    run_id: str = Field(pattern=ID_PATTERN, description="A change history.jsonl records.")
+
+
+class ChangeShowResult(Wire):
+    run_id: str
+    op: str
+    ts: str | None = None
+    reason: str | None = None
+    record: dict[str, Any] = Field(description="The history line, its per-file changes left out (they are `files`).")
+    files: list[FileDiff]
+    restored_by: str | None = Field(default=None, description="The restore that undid it and is still in force.")
