@@ -121,6 +121,20 @@ class PlannedWrite(Wire):
     revision: int | None = None
 
 
+class FileDiff(Wire):
+    """One file of a change as a unified diff (bounded: ``truncated`` when lines were left out)."""
+
+    path: str
+    action: str = Field(description="create, update, delete or unchanged.")
+    diff: str = Field(description="Unified diff, before → after; empty when a side is unknown or too large.")
+    truncated: bool = False
+    after_known: bool = Field(
+        default=True,
+        description="False when the file changed again and no later backup holds what this change left.",
+    )
+    too_large: bool = False
+
+
 class ApplyResult(Wire):
     request_id: str
     run_id: str | None = Field(description="The change's id in history.jsonl and backups/ (None on dry_run).")
@@ -275,6 +289,7 @@ class CandidateMoveResult(Wire):
     rule_id: str
     writes: list[PlannedWrite]
     dry_run: bool = False
+    diffs: list[FileDiff] = Field(default_factory=list, description="With dry_run: each file's diff, now → after.")
 
 
 class RulesStatus(Wire):
@@ -333,20 +348,6 @@ class RestoreParams(WorkspaceParams):
         description="Check and return what the restore would write, each file's diff included; write nothing "
         "(a conflict is the same MEMORY_CONFLICT the restore would meet).",
     )
-
-
-class FileDiff(Wire):
-    """One file of a change as a unified diff (bounded: ``truncated`` when lines were left out)."""
-
-    path: str
-    action: str = Field(description="create, update, delete or unchanged.")
-    diff: str = Field(description="Unified diff, before → after; empty when a side is unknown or too large.")
-    truncated: bool = False
-    after_known: bool = Field(
-        default=True,
-        description="False when the file changed again and no later backup holds what this change left.",
-    )
-    too_large: bool = False
 
 
 class RestoreResult(Wire):
