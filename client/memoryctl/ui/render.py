@@ -74,9 +74,11 @@ def document(
     entries: dict[tuple[str, str], Entry],
     highlight: tuple[int, int] | None = None,
     marks: tuple[str, ...] = (),
+    code: bool = False,
 ) -> list[Line]:
     """The lines of a window of a Markdown file (numbered from ``first_line``). ``entries``: (heading without its
-    hashes, first non-blank line below it) → the entry, as items name sections; ``highlight``: lines to mark."""
+    hashes, first non-blank line below it) → the entry, as items name sections; ``highlight``: lines to mark;
+    ``code``: every line as code (a rule's YAML)."""
     raw = text.split("\n")
     if raw and raw[-1] == "":
         raw.pop()
@@ -85,7 +87,7 @@ def document(
     forgotten_until = -1
     for n, source in enumerate(raw):
         number = first_line + n
-        line = _line(source, number, fenced, marks if _within(number, highlight) else ())
+        line = _line(source, number, fenced or code, marks if _within(number, highlight) else ())
         if line.kind == "fence":
             fenced = not fenced
         if line.kind == "heading" and line.level == 2:

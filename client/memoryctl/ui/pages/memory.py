@@ -40,7 +40,8 @@ def routes(ui: UI) -> list[Route]:
             (str(i["heading"]), str(i.get("first_line") or "")): Entry(str(i["id"]), i.get("deleted_run"))
             for i in items["items"]
         }
-        lines = document(got["text"], start, entries, _span(request.query_params.get("hl", "")), _marks(request))
+        yaml = not got["path"].endswith(".md")
+        lines = document(got["text"], start, entries, _span(request.query_params.get("hl", "")), _marks(request), yaml)
         total = int(got["total_lines"])
         return ui.page(
             request,
