@@ -25,10 +25,21 @@ DIFF_MAX_BYTES = 2 * 1024 * 1024  # a side larger than this is not diffed (too_l
 
 def items(wr: WorkspaceRules, path: str | None, offset: int, limit: int) -> m.ItemsResult:
     """The items remember wrote (of ``path``), by path and line, tombstones applied; a page of them."""
-    known = [i for i in memory_items.load(wr.root).values() if path is None or i.get("path") == path]
+    tombs = memory_items.forgotten(wr.root)
+    known = [
+        _tombstoned(i, tombs.get(str(i.get("id"))))
+        for i in memory_items.records(wr.root).values()
+        if path is None or i.get("path") == path
+    ]
     known.sort(key=lambda i: (str(i.get("path")), _line(i.get("start_line")), str(i.get("id"))))
     page = [m.MemoryItem.model_validate(_item(i)) for i in known[offset : offset + limit]]
     return m.ItemsResult(items=page, total=len(known), forgotten=sum(1 for i in known if i.get("deleted_at")))
+
+
+def _tombstoned(item: dict[str, Any], tomb: dict[str, Any] | None) -> dict[str, Any]:
+    if tomb is None:
+        return item
+    return {**item, "deleted_at": tomb.get("deleted_at"), "deleted_run": tomb.get("run_id")}
 
 
 def _line(value: Any) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from http.cookies import SimpleCookie
 from typing import Any
@@ -151,7 +152,7 @@ class Guard:
             scope["form_body"] = body
             receive = _replay(body)
         scope["csrf"] = self.session.csrf
-        await self.app(scope, receive, _with_headers(send))
+        await self.app(scope, receive, _with_headers(send, time.perf_counter()))
 
     def _foreign(self, scope: Scope, headers: dict[str, str]) -> str | None:
         """Why this request does not come from this server's own pages, or None."""
@@ -213,11 +214,18 @@ def _replay(body: bytes) -> Receive:
     return receive
 
 
-def _with_headers(send: Send) -> Send:
+def _with_headers(send: Send, started: float) -> Send:
+    """The security headers on every answer, and ``Server-Timing: app;dur=<ms>`` (bench/bench_ui.py reads it)."""
+
     async def wrapped(message: Message) -> None:
         if message["type"] == "http.response.start":
             names = {name.lower() for name, _ in message.get("headers", [])}
-            message["headers"] = [*message.get("headers", []), *(h for h in HEADERS if h[0] not in names)]
+            took = f"app;dur={(time.perf_counter() - started) * 1000:.1f}".encode()
+            message["headers"] = [
+                *message.get("headers", []),
+                *(h for h in HEADERS if h[0] not in names),
+                (b"server-timing", took),
+            ]
         await send(message)
 
     return wrapped
