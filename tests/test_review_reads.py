@@ -152,3 +152,15 @@ def test_restore_dry_run_shows_the_diff_writes_nothing_and_meets_the_same_confli
     with pytest.raises(RemoteError) as again:
         daemon.call("restore", {"workspace": ws, "run_id": forgot["run_id"], "dry_run": True})
     assert again.value.data["name"] == "MEMORY_CONFLICT"
+
+
+def test_memoryctl_restore_dry_run_prints_the_diff_and_writes_nothing(
+    daemon: Daemon, workspace: tuple[Path, str]
+) -> None:
+    root, ws = workspace
+    entry = remember(daemon, ws, "串口 note to forget")
+    forgot = daemon.call("forget", {"workspace": ws, "id": entry["id"]})
+    out = daemon.memoryctl("restore", forgot["run_id"], "--dry-run", cwd=root)
+    assert out.returncode == 0, out.stderr
+    assert "dry run: nothing written" in out.stdout and f'-  "{entry["id"]}"' in out.stdout
+    assert [e["op"] for e in history(root)] == ["forget"]

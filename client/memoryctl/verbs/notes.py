@@ -106,6 +106,9 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
             p.add_argument("ref", metavar="ID", help="the entry's id, as remember printed it (ent_…)")
         else:
             p.add_argument("ref", metavar="RUN_ID", help="the change's run id (forget and timeline print it)")
+            p.add_argument(
+                "--dry-run", action="store_true", help="show what it would put back, as diffs; write nothing"
+            )
         p.add_argument("--reason", help="why: recorded in history")
     elif verb == "context":
         p.add_argument("--query", "-q", metavar="TEXT", help="the prompt to recall for, or - to read standard input")
@@ -190,6 +193,8 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
         params = {"workspace": workspace_of(args), "id" if verb == "forget" else "run_id": args.ref}
         if args.reason:
             params["reason"] = args.reason
+        if verb == "restore" and getattr(args, "dry_run", False):
+            params["dry_run"] = True
         return verb, params
     raise Usage(f"unknown verb {verb}")
 
@@ -310,6 +315,10 @@ def _render_forget(result: dict[str, Any]) -> str:
 
 
 def _render_restore(result: dict[str, Any]) -> str:
+    if result.get("dry_run"):
+        lines = [f"would restore {result['restored']} (dry run: nothing written)"]
+        lines += [f"  {w['action']:<9} {w['path']}" for w in result.get("writes", [])]
+        return "\n".join(lines + [d["diff"].rstrip("\n") for d in result.get("diffs", []) if d.get("diff")])
     lines = [f"restored {result['restored']} as run {result['run_id']}"]
     lines += [f"  {w['action']:<9} {w['path']}" for w in result.get("writes", [])]
     return "\n".join(lines)
