@@ -14,6 +14,7 @@ from memoryd import __version__, fsio
 from memoryd import log as logsetup
 from memoryd.config import Settings
 from memoryd.context.service import ContextService
+from memoryd.curate.lifecycle_service import LifecycleService
 from memoryd.methods.services import Ctx, Handlers, Services
 from memoryd.notes.service import NotesService
 from memoryd.rpc import Context, Dispatcher
@@ -28,7 +29,7 @@ log = structlog.get_logger("memoryd.app")
 
 def build_dispatcher(limits: ServerSettings | None = None) -> Handlers:
     """Every method registered; ``limits``: the server group (batch and reply sizes), its defaults when None."""
-    from memoryd.methods import admin, context, notes, review, rules
+    from memoryd.methods import admin, context, lifecycle, notes, review, rules
 
     dispatcher: Handlers = Dispatcher(limits=limits or ServerSettings())
     admin.register(dispatcher)
@@ -36,6 +37,7 @@ def build_dispatcher(limits: ServerSettings | None = None) -> Handlers:
     rules.register(dispatcher)
     context.register(dispatcher)
     review.register(dispatcher)
+    lifecycle.register(dispatcher)
     return dispatcher
 
 
@@ -55,6 +57,7 @@ class App:
         self.notes = NotesService(settings.notes, settings.search, settings.semantic, state)
         self.rules = RulesService(settings.rules, watched=settings.notes.watch)
         self.context = ContextService(settings.context, state, self.notes, self.rules)
+        self.lifecycle = LifecycleService(settings.lifecycle, self.rules)
         self.runtime = Runtime(
             settings.notes, self.registry, self.notes, self.rules, socket=settings.socket, home=settings.dirs.home
         )
@@ -64,6 +67,10 @@ class App:
         await self.notes.start(tg)
         await self.rules.start(tg)
         await self.runtime.start(tg)
+        if self.settings.lifecycle.auto:
+            tg.start_soon(
+                task("lifecycle_auto", self.lifecycle.auto, self.registry, self.runtime.claim, self.runtime.changed)
+            )
 
     # --- workspaces: the runtime's ----------------------------------------------------------------------------
 

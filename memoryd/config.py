@@ -18,6 +18,7 @@ from memoryd.settings import (
     GROUPS,
     ContextSettings,
     Group,
+    LifecycleSettings,
     NotesSettings,
     RulesSettings,
     SearchSettings,
@@ -95,6 +96,7 @@ class Settings:
     semantic: SemanticSettings = field(default_factory=SemanticSettings)
     rules: RulesSettings = field(default_factory=RulesSettings)
     context: ContextSettings = field(default_factory=ContextSettings)
+    lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
     # Not settings proper: where things are. Filled by load_settings.
     dirs: Dirs = field(default_factory=Dirs.resolve)
     socket: Path = field(default_factory=lambda: Path(memorydirs.socket_path()))
@@ -218,6 +220,7 @@ def load_settings(
         semantic=_group(SemanticSettings, values),
         rules=_group(RulesSettings, values),
         context=_group(ContextSettings, values),
+        lifecycle=_group(LifecycleSettings, values),
         dirs=dirs,
         socket=Path(memorydirs.socket_path(socket, home)),
     )

@@ -317,6 +317,21 @@ class Runtime:
             await self._index(self._runtime(ws), paths)
         return result
 
+    async def changed(self, ws: Workspace, paths: list[str]) -> None:
+        """After a change another domain wrote (a lifecycle run): index its files once (the watcher's report of
+        them is then skipped)."""
+        if paths:
+            await self._index(self._runtime(ws), paths)
+
+    async def claim(self, ws: Workspace) -> bool:
+        """Whether this daemon may write ``ws`` (its write lock taken now if free, a crashed holder's journal
+        finished first); False when another daemon holds it. For background work, which must not raise."""
+        try:
+            await self.workspace(ws.id, write=True)
+        except AppError:
+            return False
+        return True
+
     async def _index(self, wrt: WorkspaceRuntime, paths: Iterable[str]) -> None:
         rels = sorted(set(paths))
         if self.settings.watch:

@@ -115,6 +115,13 @@ class SearchSettings(Group):
         "once in the background, ~1 s and ~50 MB). Measured in docs/decisions/0008.",
         flat="search_dictionary",
     )
+    include_archive: bool = setting(
+        False,
+        "Whether search and recall look in archived daily files (memory/archive/) when a search does not say; "
+        "a search's include_archive overrides it. They stay indexed either way, and `get` reads them "
+        "(docs/howto/lifecycle.md).",
+        flat="search_include_archive",
+    )
 
 
 class SemanticSettings(Group):
@@ -212,6 +219,62 @@ class ContextSettings(Group):
     )
 
 
+class LifecycleSettings(Group):
+    """Archive, TTL and restore of daily files and insights (docs/howto/lifecycle.md)."""
+
+    archive_after_days: int = setting(
+        30,
+        "lifecycle.archive moves daily files memory/YYYY-MM-DD.md dated (by their name) more than this many days "
+        "ago to memory/archive/; a call's older_than_days overrides it.",
+        flat="lifecycle_archive_after_days",
+        ge=1,
+    )
+    archive_ttl_days: int = setting(
+        365,
+        "lifecycle.ttl deletes archived daily files dated more than this many days ago (their bytes stay in "
+        "data/memory/backups/<run_id>/, so `restore` brings them back).",
+        flat="lifecycle_archive_ttl_days",
+        ge=1,
+    )
+    insights_ttl_days: int = setting(
+        60,
+        "lifecycle.ttl removes INSIGHTS.md bullets last confirmed (their `<!-- seen: YYYY-MM-DD -->`) more than "
+        "this many days ago; a bullet without the mark never expires.",
+        flat="lifecycle_insights_ttl_days",
+        ge=1,
+    )
+    max_files: int = setting(
+        10000,
+        "Files one lifecycle run touches at most; the rest wait for the next run (its answer says how many).",
+        flat="lifecycle_max_files",
+        gt=0,
+    )
+    max_bytes: int = setting(
+        24 * 1024 * 1024,
+        "Bytes one lifecycle run writes at most (its intent journal holds them all); the rest wait for the next run.",
+        flat="lifecycle_max_bytes",
+        gt=0,
+    )
+    auto: bool = setting(
+        False,
+        "Run lifecycle.archive and lifecycle.ttl on every workspace this daemon writes, every "
+        "lifecycle_auto_interval_hours: as dry runs (a row in lifecycle.jsonl, nothing changed) unless "
+        "lifecycle_auto_apply is on too.",
+        flat="lifecycle_auto",
+    )
+    auto_apply: bool = setting(
+        False,
+        "With lifecycle_auto: the automatic runs change files (each a recorded change `restore` undoes).",
+        flat="lifecycle_auto_apply",
+    )
+    auto_interval_hours: float = setting(
+        24.0,
+        "How often automatic lifecycle runs happen (the first an interval after start).",
+        flat="lifecycle_auto_interval_hours",
+        gt=0,
+    )
+
+
 GROUPS: dict[str, type[Group]] = {
     "server": ServerSettings,
     "notes": NotesSettings,
@@ -219,6 +282,7 @@ GROUPS: dict[str, type[Group]] = {
     "semantic": SemanticSettings,
     "rules": RulesSettings,
     "context": ContextSettings,
+    "lifecycle": LifecycleSettings,
 }
 
 

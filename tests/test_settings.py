@@ -54,6 +54,16 @@ FLAT_BEFORE = [
     "context_snapshot_ttl_hours",
     "context_snapshot_max_files",
     "recall_min_relevance",  # issue 21: what recall needs to be injected (added since)
+    # issue 22 (lifecycle): archive, TTL, automatic runs, and whether search looks into the archive
+    "search_include_archive",
+    "lifecycle_archive_after_days",
+    "lifecycle_archive_ttl_days",
+    "lifecycle_insights_ttl_days",
+    "lifecycle_max_files",
+    "lifecycle_max_bytes",
+    "lifecycle_auto",
+    "lifecycle_auto_apply",
+    "lifecycle_auto_interval_hours",
 ]
 
 

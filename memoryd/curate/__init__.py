@@ -1,4 +1,4 @@
-"""Curation: what keeps memory from only growing (issue "Curate", seed 002, DESIGN.md §2, §5, §8, §9).
+"""Curation: what keeps memory from only growing (issue "Curate", seed 002).
 
 Consolidation into MEMORY.md / INSIGHTS.md / HISTORY.md through the compile exchange, the policy that guards it
 (sanitize, loss guard, preference conflicts), the lifecycle of daily files (archive, TTL, compact) and the

@@ -118,6 +118,30 @@ def remove_tree(path: Path, *, root: Path | None = None) -> None:
         os.close(dir_fd)
 
 
+def link_copy(path: Path, target: Path, *, root: Path) -> bool:
+    """Make ``target`` a second name of the regular file ``path`` (a hard link: no bytes copied), for a copy that
+    must keep the bytes ``path`` has now — safe only when ``path`` is then replaced atomically or deleted, never
+    written in place. False (nothing done) when that cannot be: ``path`` is not a regular file of one name (a
+    symlink is never followed), ``target`` exists, or the file system refuses links; the caller then copies."""
+    src_fd, src = _open_parent(root, path, create=False)
+    try:
+        info = os.stat(src, dir_fd=src_fd, follow_symlinks=False)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            return False
+        dst_fd, dst = _open_parent(root, target, create=True)
+        try:
+            os.link(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
+        except OSError:
+            return False
+        finally:
+            os.close(dst_fd)
+    except FileNotFoundError:
+        return False
+    finally:
+        os.close(src_fd)
+    return True
+
+
 def rename(path: Path, target: Path, *, root: Path | None = None) -> None:
     """Rename ``path`` to ``target`` (both in the same directory tree below ``root``, no symlink followed on the
     way; the entry itself is moved, whatever it is)."""

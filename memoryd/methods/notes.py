@@ -107,6 +107,11 @@ class SearchParams(ScopedParams):
     now: IsoDay | None = Field(
         default=None, description="The day relative times in the query are read from; default today."
     )
+    include_archive: bool | None = Field(
+        default=None,
+        description="Search archived daily files (memory/archive/, moved there by lifecycle.archive) too; default "
+        "the search_include_archive setting (off: they stay indexed and readable with get, but out of answers).",
+    )
 
 
 class SearchResult(Wire):
@@ -192,7 +197,13 @@ def register(d: Handlers) -> None:
         app = services(ctx)
         workspaces = await targets(app, p)
         limit = app.notes.search_limit(p.limit)
-        options = Options(also=tuple(p.also), since=_day(p.since), until=_day(p.until), today=_day(p.now))
+        options = Options(
+            also=tuple(p.also),
+            since=_day(p.since),
+            until=_day(p.until),
+            today=_day(p.now),
+            include_archive=p.include_archive,
+        )
         answers: list[tuple[Workspace, WorkspaceHits]] = []
 
         async def one(ws: Workspace) -> None:

@@ -20,4 +20,4 @@ def register(d: Handlers) -> None:
         """One recorded change: its history line and, per file, a unified diff from its backup to what it left
         (the next change's backup of the file, or the file now); whether a restore undid it."""
         app = services(ctx)
-        return await app.rules.change(await app.workspace(p.workspace), p.run_id)
+        return await app.rules.show_change(await app.workspace(p.workspace), p.run_id)

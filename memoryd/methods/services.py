@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from memoryd.config import Settings
 from memoryd.context.service import ContextService
+from memoryd.curate.lifecycle_service import LifecycleService
 from memoryd.notes.service import NotesService
 from memoryd.rpc import Context, Dispatcher
 from memoryd.rules.service import RulesService
@@ -29,6 +30,7 @@ class Services(Protocol):
     notes: NotesService
     rules: RulesService
     context: ContextService
+    lifecycle: LifecycleService
     runtime: Runtime
 
     async def workspace(self, ref: str, *, write: bool = False) -> Workspace: ...

@@ -26,6 +26,7 @@ _PRIVATE_TAG = re.compile(
     rf"[<\uff1c]{_SPACE}*+(?:(/){_SPACE}*+)?private(?:(?:{_SPACE}|/)[^<>\uff1c\uff1e]*+)?[>\uff1e]",
     re.IGNORECASE,
 )
+ARCHIVE_DIR = "memory/archive"  # archived daily files (lifecycle.archive): indexed; searched only when asked
 DAILY_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
 DAY_HEADING = re.compile(r"^## (\d{4}-\d{2}-\d{2})\s*$")
 ENTRY_HEADING = re.compile(r"^## (\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}) — (\S+)\s*$")

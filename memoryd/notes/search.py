@@ -18,15 +18,18 @@ import structlog
 from memoryd.errors import AppError
 from memoryd.models import Degraded
 from memoryd.notes import api, fusion, indexer, itemids, items
+from memoryd.notes.daily import ARCHIVE_DIR
 from memoryd.notes.fusion import Candidate
 from memoryd.notes.semantic import QUERY_TIMEOUT_HINT, Semantic
 from memoryd.notes.workspace import WorkspaceNotes
 from memoryd.pool import ThreadPool
 from memoryd.settings import SearchSettings
 from memoryd.store.readers import IndexCorrupted
+from memoryd.store.vectors import VectorHit
 from memoryd.text import dates, dictionary, textindex
 
 log = structlog.get_logger("memoryd.notes")
+ARCHIVED = ARCHIVE_DIR + "/"  # archived daily files: left out of answers unless asked for (include_archive)
 
 WINDOW_CANDIDATES = 60  # passages each side brings when the question names a date: the window's may rank low
 DATES_MAX_CHARS = 2000  # of a question, where a date is looked for
@@ -47,6 +50,7 @@ class Options:
     since: date | None = None
     until: date | None = None
     today: date | None = None
+    include_archive: bool | None = None  # archived daily files too (None: the search_include_archive setting)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +67,7 @@ class Plan:
     vectors: tuple[bytes | None, ...]
     vector_error: str | None
     window: dates.Window | None
+    exclude: str | None = None  # the path prefix left out of the answer (archived files), None: none
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +161,9 @@ class SearchPipeline:
                 used = "bm25" if used == "hybrid" else used
             except Exception as exc:  # the endpoint went away, the model failed on this text: words still answer
                 vector_error = type(exc).__name__
-        return Plan(wanted, used, degraded, candidates, phrasings, tuple(vectors), vector_error, window)
+        archived = self.settings.include_archive if options.include_archive is None else options.include_archive
+        exclude = None if archived else ARCHIVED
+        return Plan(wanted, used, degraded, candidates, phrasings, tuple(vectors), vector_error, window, exclude)
 
     def _read(
         self, notes: WorkspaceNotes, limit: int, snippet_max_chars: int, plan: Plan, reported: list[str]
@@ -206,12 +213,12 @@ class SearchPipeline:
         if plan.used != "vector" and terms:
             match = textindex.join_terms(notes.index.prune(terms))
             count = plan.candidates + min(len(hide), plan.candidates)
-            found = [] if match is None else notes.index.search(match, count)
+            found = [] if match is None else notes.index.search(match, count, exclude=plan.exclude)
             if match is not None and plan.window is not None:  # the window's own files, whatever else ranks higher
                 seen = {(h.path, h.start_line) for h in found}
                 found += [
                     h
-                    for h in notes.index.search(match, count, _files(plan.window))
+                    for h in notes.index.search(match, count, _files(plan.window, archived=plan.exclude is None))
                     if (h.path, h.start_line) not in seen
                 ]
             if hide:
@@ -223,7 +230,7 @@ class SearchPipeline:
         if plan.used != "bm25" and vector is not None:
             wanted = max(plan.candidates, fusion.FLOOR_RANK) + min(len(hide), plan.candidates)
             try:
-                near = self.semantic.nearest(notes.ws.id, vector, wanted)
+                near = self._nearest(notes, vector, wanted, plan.exclude)
             except Exception as exc:  # the vector file failed: words still answer
                 failed = type(exc).__name__
                 near = []
@@ -236,6 +243,19 @@ class SearchPipeline:
         else:
             fused = (semantic or lexical)[:keep]
         return fused, failed
+
+    def _nearest(self, notes: WorkspaceNotes, vector: bytes, k: int, exclude: str | None) -> list[VectorHit]:
+        """The ``k`` passages nearest to ``vector``, none under ``exclude``: when the excluded crowd the nearest
+        ``k`` out, four times as many are asked for once."""
+        near = self.semantic.nearest(notes.ws.id, vector, k)
+        if exclude is None:
+            return near
+        kept = [h for h in near if not h.passage.path.startswith(exclude)]
+        if len(kept) < k and len(near) == k:
+            kept = [
+                h for h in self.semantic.nearest(notes.ws.id, vector, 4 * k) if not h.passage.path.startswith(exclude)
+            ]
+        return kept[:k]
 
     def _answer(self, notes: WorkspaceNotes, plan: Plan, found: Found) -> api.WorkspaceHits:
         ws_id = notes.ws.id
@@ -348,8 +368,9 @@ def _window(query: str, options: Options) -> dates.Window | None:
     return None if found is None else dates.Window(found.since, found.until, found.rest + tail)
 
 
-def _files(window: dates.Window) -> list[str]:
-    """The daily files of the window's days (the most recent WINDOW_FILES_MAX of them)."""
+def _files(window: dates.Window, *, archived: bool) -> list[str]:
+    """The daily files of the window's days (the most recent WINDOW_FILES_MAX of them), archived or not."""
     last = min(window.until, date.today() + timedelta(days=1))
     first = max(window.since, last - timedelta(days=WINDOW_FILES_MAX - 1))
-    return [f"memory/{first + timedelta(days=n):%Y-%m-%d}.md" for n in range((last - first).days + 1)]
+    days = [f"{first + timedelta(days=n):%Y-%m-%d}.md" for n in range((last - first).days + 1)]
+    return [f"memory/{d}" for d in days] + ([f"{ARCHIVED}{d}" for d in days] if archived else [])

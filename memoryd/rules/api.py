@@ -292,6 +292,12 @@ class CandidateMoveResult(Wire):
     diffs: list[FileDiff] = Field(default_factory=list, description="With dry_run: each file's diff, now → after.")
 
 
+class ChangeProgress(Wire):
+    op: str = Field(description="What is written: restore, lifecycle.archive, lifecycle.ttl…")
+    done: int = Field(description="Files done (pre-images, then the files themselves).")
+    total: int = Field(description="Files in all: twice the files the change touches.")
+
+
 class RulesStatus(Wire):
     profiles: int
     overrides: int
@@ -308,6 +314,9 @@ class RulesStatus(Wire):
     )
     recovered: list[str] = Field(description="Changes a crash interrupted, finished at start-up (run ids).")
     error: str | None = None
+    change: ChangeProgress | None = Field(
+        default=None, description="The change being written right now (a restore, an archive…), None when none is."
+    )
 
 
 # --- forget / restore -------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -93,6 +94,7 @@ def target(root: Path, rel: object) -> Path:
 
 
 Action = Literal["create", "update", "delete", "unchanged"]
+Progress = Callable[[int, int], None]  # (files done, files in all)
 
 
 def action(before: bytes | None, after: bytes | None) -> Action:
@@ -110,10 +112,13 @@ def commit(
     entry: dict[str, Any],
     writes: list[FileWrite],
     pre_images: dict[str, bytes] | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any] | None:
     """Apply ``writes`` as one change; returns the history entry (None when nothing changed). ``pre_images``:
     the content to back up for a path instead of what is on disk; a write marked ``on_disk`` (a hand edit: the
-    file already holds its content) needs one, and is recorded from it without writing the file.
+    file already holds its content) needs one, and is recorded from it without writing the file. ``progress``
+    is told (files done, files in all) as backups and then writes are made: a long change (an archive of
+    thousands of days) shows a bar.
 
     A change an earlier failure left half done (a full disk after the commit point) is finished first; a failure
     before this change's commit point removes its backups, so nothing of it remains."""
@@ -134,14 +139,17 @@ def commit(
             atomic_write(root / write.path, write.content or b"", root=root)
         return None
     journal_path = root / JOURNAL_DIR / f"{run_id}.json"
+    total = 2 * len(planned)
     try:
         changes = []
         backups = []
-        for write, before in planned:
+        for number, (write, before) in enumerate(planned):
+            if progress is not None and number % 100 == 0:
+                progress(number, total)
             backup = None
             if write.record and before is not None:
                 backup = f"{BACKUP_DIR}/{run_id}/{write.path}"
-                atomic_write(root / backup, before, root=root, durable=False)
+                _back_up(root, write, backup, before, from_disk=write.path not in pre_images)
                 backups.append(root / backup)
             if write.record:
                 changes.append(
@@ -173,18 +181,41 @@ def commit(
             fsio.remove_tree(root / BACKUP_DIR / run_id, root=root)
         raise
     _crash("journal")
-    _roll_forward(root, journal)
+    report = None if progress is None else lambda done: progress(len(planned) + done, total)
+    _roll_forward(root, journal, report, fresh=True)
     fsio.remove(journal_path, root=root)
     _crash("done")
+    if progress is not None:
+        progress(total, total)
     return history
 
 
-def _roll_forward(root: Path, journal: dict[str, Any]) -> None:
+def _back_up(root: Path, write: FileWrite, backup: str, before: bytes, *, from_disk: bool) -> None:
+    """Keep ``before`` (the file's bytes now) at ``backup``. A file read from the disk that this change replaces
+    atomically or deletes keeps its bytes under a second name (a hard link: the change gives the file a new inode
+    or none, so nothing ever writes into the backup's); checked to hold ``before`` (a file changed since it was
+    read is copied instead). Anything else is copied."""
+    if from_disk and fsio.link_copy(root / write.path, root / backup, root=root):
+        try:
+            if read_bytes(root, backup) == before:
+                return
+        except AppError:
+            pass
+    atomic_write(root / backup, before, root=root, durable=False)
+
+
+def _roll_forward(
+    root: Path, journal: dict[str, Any], progress: Callable[[int], None] | None = None, *, fresh: bool = False
+) -> None:
+    """Write (or delete) every file of ``journal`` not yet at its new content. ``fresh``: right after ``commit``
+    read every file and planned only those that differ, so none is read again."""
     touched = []
     for number, item in enumerate(journal["writes"]):
+        if progress is not None and number % 100 == 0:
+            progress(number)
         path = target(root, item["path"])
         content = None if item["content"] is None else str(item["content"]).encode("utf-8")
-        if read_bytes(root, item["path"]) == content:
+        if not fresh and read_bytes(root, item["path"]) == content:
             continue
         if content is None:
             fsio.remove(path, root=root)

@@ -228,7 +228,10 @@ def load_file(
 def rule_files(root: Path, only: Iterable[str] | None = None) -> dict[str, tuple[Layer, os.stat_result]]:
     """The rule files of the workspace — every one, or those of ``only`` that exist — found as the index finds
     its files (store.prepare): the same trees, no hidden entries, no symlinks out, regular files only."""
-    found = indexed_files(root) if only is None else indexed_stats(root, only).items()
+    if only is None:
+        found: Iterable[tuple[str, os.stat_result]] = indexed_files(root)
+    else:  # a change of thousands of daily files (an archive, its restore): only its rule files are looked at
+        found = indexed_stats(root, [rel for rel in only if file_kind(rel) not in (None, "markdown")]).items()
     out: dict[str, tuple[Layer, os.stat_result]] = {}
     for rel, info in found:
         kind = file_kind(rel)

@@ -144,6 +144,12 @@ class RulesService:
         await self._locked(ws, lambda w: handedit.record(w, handedit.QUIET_S))
         return handedit.QUIET_S if wr.rules.hand_edits else None
 
+    async def change(self, ws: Workspace, work: Callable[[WorkspaceRules], _T]) -> _T:
+        """Run a change another domain makes through the change journal (curate's lifecycle runs) under this
+        workspace's change lock, in a worker thread, like the rules' own: one change at a time per workspace.
+        ``wr.reporter(op)`` gives ``journal.commit`` a progress that status shows."""
+        return await self._locked(ws, work)
+
     async def _locked(self, ws: Workspace, work: Callable[[WorkspaceRules], _T]) -> _T:
         wr = await self._ready(ws)
         async with wr.lock:
@@ -157,6 +163,8 @@ class RulesService:
                     hint="Free space (or fix permissions) and run it again: a change cut short is finished or "
                     "undone from its journal before the next one.",
                 ) from exc
+            finally:
+                wr.progress = None
 
     # --- observe ------------------------------------------------------------------------------------------
 
@@ -331,7 +339,7 @@ class RulesService:
     async def items(self, ws: Workspace, path: str | None, offset: int, limit: int) -> m.ItemsResult:
         return await self._read(ws, lambda wr: changeview.items(wr, path, offset, limit))
 
-    async def change(self, ws: Workspace, run_id: str) -> m.ChangeShowResult:
+    async def show_change(self, ws: Workspace, run_id: str) -> m.ChangeShowResult:
         return await self._read(ws, lambda wr: changeview.show(wr, run_id))
 
     async def candidates(self, ws: Workspace, model_id: str | None = None) -> m.CandidatesListResult:
@@ -362,6 +370,7 @@ class RulesService:
             return None
 
         def work() -> m.RulesStatus:
+            progress = wr.progress
             wr.evidence.refresh()
             state = comp.load_state(journal.read_bytes(wr.root, comp.STATE_FILE))
             layers = {"profile": 0, "override": 0, "candidate": 0}
@@ -378,6 +387,9 @@ class RulesService:
                 errors=wr.rules.errors() + wr.evidence.problems() + journal.history_problems(wr.root),
                 recovered=wr.recovered,
                 error=wr.open_error,
+                change=None
+                if progress is None
+                else m.ChangeProgress(op=progress[0], done=progress[1], total=progress[2]),
             )
 
         return await anyio.to_thread.run_sync(work)

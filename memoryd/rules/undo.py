@@ -88,7 +88,7 @@ def restore(wr: WorkspaceRules, run_id: str, reason: str | None, dry_run: bool =
     record: dict[str, Any] = {"op": "restore", "ts": now, "restores": run_id, "restored_op": entry.get("op")}
     if reason:
         record["reason"] = strip_private(reason)
-    journal.commit(wr.root, new_run, record, writes)
+    journal.commit(wr.root, new_run, record, writes, progress=wr.reporter("restore"))
     wr.rules.reload([w.path for w in writes])
     return m.RestoreResult(run_id=new_run, restored=run_id, writes=planned)
 

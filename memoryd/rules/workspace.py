@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,17 @@ class WorkspaceRules:
     open_error: str | None = None
     recovered: list[str] = field(default_factory=list)
     recover_on_open: bool = True  # this daemon holds the write lock: finish a crashed change before loading
+    # (op, files done, files in all) while a change is written: status shows it, memoryctl draws a bar from it
+    progress: tuple[str, int, int] | None = None
+
+    def reporter(self, op: str) -> Callable[[int, int], None]:
+        """What ``journal.commit`` tells of a change ``op`` as it goes (called from the worker thread; a tuple
+        swap is atomic)."""
+
+        def report(done: int, total: int) -> None:
+            self.progress = (op, done, total)
+
+        return report
 
     @property
     def root(self) -> Path:

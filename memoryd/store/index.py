@@ -392,12 +392,13 @@ class NoteIndex:
             df = self._frequencies.of(reader, terms, total)
         return queries.prune(terms, df, total)
 
-    def search(self, match: str, limit: int, paths: list[str] | None = None) -> list[Hit]:
-        """The best ``limit`` chunks for ``match``; with ``paths``, among those files' chunks only."""
+    def search(self, match: str, limit: int, paths: list[str] | None = None, exclude: str | None = None) -> list[Hit]:
+        """The best ``limit`` chunks for ``match``; with ``paths``, among those files' chunks only; with
+        ``exclude``, none of the files under that path prefix."""
         with self._reading() as reader:
             if reader is None:
                 raise IndexUnavailable("index is not open")
-            return queries.search(reader, match, limit, paths)
+            return queries.search(reader, match, limit, paths, exclude)
 
     def is_current(self, rel: str) -> bool:
         """Whether the index holds ``rel`` as the file is now (its mtime and size), or holds nothing of a file that

@@ -27,22 +27,47 @@ class Hit:
     score: float
 
 
-def search(reader: apsw.Connection, match: str, limit: int, paths: list[str] | None = None) -> list[Hit]:
-    """The best ``limit`` chunks for ``match``; with ``paths``, among those files' chunks only."""
-    if paths is None:  # rank inside FTS5 first (ORDER BY rank LIMIT), then join only the winners
+def search(
+    reader: apsw.Connection, match: str, limit: int, paths: list[str] | None = None, exclude: str | None = None
+) -> list[Hit]:
+    """The best ``limit`` chunks for ``match``; with ``paths``, among those files' chunks only; with ``exclude``
+    (a path prefix such as ``memory/archive/``), none of the files under it.
+
+    Without ``paths`` the ranking happens inside FTS5 first (ORDER BY rank LIMIT), then only the winners are
+    joined. An ``exclude`` first asks for four times ``limit`` that way and drops the excluded; only when they
+    leave fewer than ``limit`` of a full answer does it rank every match with the files joined."""
+    if paths is not None or exclude is None:
+        return _search(reader, match, limit, paths, None)
+    wider = _search(reader, match, 4 * limit, None, None)
+    kept = [h for h in wider if not h.path.startswith(exclude)]
+    if len(kept) >= limit or len(wider) < 4 * limit:
+        return kept[:limit]
+    return _search(reader, match, limit, None, exclude)
+
+
+def _search(reader: apsw.Connection, match: str, limit: int, paths: list[str] | None, exclude: str | None) -> list[Hit]:
+    if paths is None and exclude is None:
         sql = (
             "SELECT d.path, c.start_line, c.end_line, c.heading, c.text, top.rank FROM "
             "(SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?) AS top "
             "JOIN chunks c ON c.chunk_id = top.rowid JOIN documents d ON d.doc_id = c.doc_id ORDER BY top.rank"
         )
         args: tuple[object, ...] = (match, limit)
-    else:
+    elif paths is not None:
         sql = (
             "SELECT d.path, c.start_line, c.end_line, c.heading, c.text, f.rank FROM chunks_fts f "
             "JOIN chunks c ON c.chunk_id = f.rowid JOIN documents d ON d.doc_id = c.doc_id "
             f"WHERE chunks_fts MATCH ? AND d.path IN ({','.join('?' * len(paths))}) ORDER BY f.rank LIMIT ?"
         )
         args = (match, *paths, limit)
+    else:
+        assert exclude is not None
+        sql = (
+            "SELECT d.path, c.start_line, c.end_line, c.heading, c.text, f.rank FROM chunks_fts f "
+            "JOIN chunks c ON c.chunk_id = f.rowid JOIN documents d ON d.doc_id = c.doc_id "
+            "WHERE chunks_fts MATCH ? AND NOT (d.path >= ? AND d.path < ?) ORDER BY f.rank LIMIT ?"
+        )
+        args = (match, exclude, exclude[:-1] + chr(ord(exclude[-1]) + 1), limit)
     rows = reader.execute(sql, args).fetchall()
     return [
         Hit(str(path), int(start), int(end), str(heading), str(text), round(-float(rank), 6))  # type: ignore[arg-type]
