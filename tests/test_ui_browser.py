@@ -201,3 +201,23 @@ def test_a_browser_without_the_token_is_refused_and_the_token_works_once(driver:
     driver.delete_all_cookies()
     driver.get(server.url)  # spent
     assert "403" in css(driver, "h1").text
+
+
+def test_an_archive_dry_run_then_the_run(driver: Any, daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    root, ws = workspace
+    old = root / "memory" / "2025-01-02.md"
+    old.write_text("## 2025-01-02\n- 旧的 bench notes from long ago\n", encoding="utf-8")
+    daemon.call("index", {"workspace": ws})
+    with ui_server(daemon, root) as server:
+        driver.get(server.url)
+        driver.get(f"{server.base}/w/{ws}/lifecycle")
+        click(driver, "#dry-run")  # archive, the setting's age
+        planned = [row.text for row in css_all(driver, "#planned tr.planned")]
+        assert any("memory/2025-01-02.md" in row and "delete" in row for row in planned)
+        assert any("memory/archive/2025-01-02.md" in row and "create" in row for row in planned)
+        assert old.exists()  # a dry run moves nothing
+        screenshot(driver, "archive-dry-run")
+        click(driver, "#confirm")
+        assert "Done: archive" in css(driver, "#done").text
+        assert not old.exists() and (root / "memory/archive/2025-01-02.md").exists()
+        assert "memory/archive/2025-01-02.md" in css(driver, "body").text  # the change's diff names it

@@ -157,3 +157,29 @@ def test_the_page_loads_nothing_from_elsewhere_and_has_no_script() -> None:
         assert "<script" not in text, path
         assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", text), path
         assert "@import" not in text and "url(" not in text, path
+
+
+def test_a_lifecycle_run_needs_its_dry_run_and_read_only_offers_neither(daemon: Daemon, seeded: dict[str, Any]) -> None:
+    root, ws = seeded["root"], seeded["ws"]
+    old = root / "memory" / "2025-01-02.md"
+    old.write_text("## 2025-01-02\n- old\n", encoding="utf-8")
+    daemon.call("index", {"workspace": ws})
+    with ui_server(daemon, root) as server:
+        cookie = log_in(server)
+        _, _, page = request(server, "GET", f"/w/{ws}/lifecycle", {"Cookie": cookie})
+        csrf = csrf_of(page)
+        same = {"Cookie": cookie, "Origin": server.base}
+        status, _, _ = request(server, "POST", f"/w/{ws}/lifecycle/run", same, f"csrf={csrf}&dry_run_id=made-up")
+        assert status == 409 and old.exists()
+        status, _, preview = request(server, "POST", f"/w/{ws}/lifecycle/dry-run", same, f"csrf={csrf}&action=archive")
+        assert status == 200 and "memory/archive/2025-01-02.md" in preview and old.exists()
+        dry_id = re.search(r'name="dry_run_id" value="([^"]+)"', preview)
+        assert dry_id
+        status, _headers, _ = request(
+            server, "POST", f"/w/{ws}/lifecycle/run", same, f"csrf={csrf}&dry_run_id={dry_id.group(1)}"
+        )
+        assert status == 303 and not old.exists()
+    with ui_server(daemon, root, "--read-only") as server:
+        cookie = log_in(server)
+        _, _, page = request(server, "GET", f"/w/{ws}/lifecycle", {"Cookie": cookie})
+        assert "Dry run" not in page and "read-only" in page
