@@ -37,7 +37,8 @@ class Daemon:
             with connect(self.socket, self.timeout, self.autostart) as conn:
                 result = conn.call(method, {k: v for k, v in params.items() if v is not None})
         except RemoteError as exc:
-            raise DaemonError(exc.name, exc.message, exc.hint) from None
+            name = "METHOD_NOT_FOUND" if exc.code == -32601 else exc.name  # an older daemon (no audit, lifecycle…)
+            raise DaemonError(name, exc.message, exc.hint) from None
         except ClientError as exc:
             raise DaemonError(exc.name, exc.message, exc.hint) from None
         return result if isinstance(result, dict) else {}
