@@ -183,3 +183,18 @@ def test_a_lifecycle_run_needs_its_dry_run_and_read_only_offers_neither(daemon: 
         cookie = log_in(server)
         _, _, page = request(server, "GET", f"/w/{ws}/lifecycle", {"Cookie": cookie})
         assert "Dry run" not in page and "read-only" in page
+
+
+def test_metrics_draw_svg_charts_and_the_audit_panel_when_the_daemon_has_audit(
+    server: Server, seeded: dict[str, Any]
+) -> None:
+    from memoryd.app import build_dispatcher
+
+    cookie = log_in(server)
+    status, _, page = request(server, "GET", f"/w/{seeded['ws']}/metrics", {"Cookie": cookie})
+    assert status == 200 and page.count("<svg") >= 2 and "<rect" in page
+    assert "Changes per day, by kind" in page and "compile.apply" in page  # the seeded apply, charted by kind
+    if "audit" in build_dispatcher().methods:
+        assert 'id="audit"' in page and page.count("<h3>") >= 3  # one heading per metric the daemon reports
+    else:
+        assert 'id="audit-missing"' in page
