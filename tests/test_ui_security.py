@@ -198,3 +198,16 @@ def test_metrics_draw_svg_charts_and_the_audit_panel_when_the_daemon_has_audit(
         assert 'id="audit"' in page and page.count("<h3>") >= 3  # one heading per metric the daemon reports
     else:
         assert 'id="audit-missing"' in page
+
+
+def test_a_path_out_of_the_memory_tree_is_the_daemons_named_error(server: Server, seeded: dict[str, Any]) -> None:
+    cookie = log_in(server)
+    for path in ("../../etc/passwd", "/etc/passwd", "memory/../../x.md", "data/memory/history.jsonl"):
+        status, _, page = request(server, "GET", f"/w/{seeded['ws']}/file?path={path}", {"Cookie": cookie})
+        assert status == 400 and "MEMORY_PATH_TRAVERSAL" in page and "root:" not in page, path
+
+
+def test_memoryctl_ui_outside_a_workspace_says_so(daemon: Daemon) -> None:
+    elsewhere = short_tmp("nows")
+    out = daemon.memoryctl("ui", "--no-browser", cwd=elsewhere, timeout=60)
+    assert out.returncode != 0 and "MEMORY_WORKSPACE_NOT_FOUND" in out.stderr + out.stdout
