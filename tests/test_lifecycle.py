@@ -236,6 +236,18 @@ def test_hostile_files_are_skipped_and_left_as_they_are(daemon: Daemon, workspac
     del after[f"memory/archive/{fine.name}"]
     assert after == before
 
+    outside.write_text(f"- a stale bullet <!-- seen: {day(400)} -->\n")
+    (memory / "INSIGHTS.md").symlink_to(outside)  # never followed, never rewritten
+    (memory / "archive" / f"{day(500)}.md").symlink_to(outside)
+    expired = run(daemon, ws, "ttl")
+    assert expired["files"] == [] and not expired["recorded"]
+    reasons = {s["path"]: s["reason"] for s in expired["skipped"]}
+    assert "symlink" in reasons[f"memory/archive/{day(500)}.md"] and "memory/INSIGHTS.md" in reasons
+    assert outside.read_text() == f"- a stale bullet <!-- seen: {day(400)} -->\n"
+    (memory / "INSIGHTS.md").unlink()
+    (memory / "INSIGHTS.md").write_bytes(b"- \xff stale <!-- seen: 2020-01-01 -->\n")
+    assert "UTF-8" in {s["path"]: s["reason"] for s in run(daemon, ws, "ttl")["skipped"]}["memory/INSIGHTS.md"]
+
 
 def test_a_run_is_bounded_and_the_rest_waits(daemon_factory: Any) -> None:
     d: Daemon = daemon_factory(False)
@@ -314,3 +326,95 @@ def test_automatic_runs_are_dry_unless_applied(daemon_factory: Any) -> None:
         assert old.exists() is (not apply)
         assert (root / "memory/archive" / old.name).exists() is apply
         d.stop()
+
+
+def test_memoryctl_archive_ttl_restore_and_search_archive(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    root, _ws = workspace
+    real = date.today()
+    old = root / "memory" / f"{real - timedelta(days=45)}.md"
+    old.write_text(f"## {old.stem}\n\n## {old.stem} 10:00 — note\n- 归档 KQZCLI note\n", encoding="utf-8")
+    dry = daemon.memoryctl("archive", "--dry-run", "--older-than", "40", cwd=root)
+    assert dry.returncode == 0, dry.stderr
+    assert "dry run (archive_after_days 40): would touch 2 files" in dry.stdout
+    assert f"delete  memory/{old.name}" in dry.stdout and "run it: memoryctl archive --older-than 40" in dry.stdout
+    assert old.exists()
+    done = daemon.memoryctl("archive", "--json", cwd=root)
+    data = json.loads(done.stdout)["data"]
+    assert data["recorded"] and {f["action"] for f in data["files"]} == {"delete", "create"}
+    assert not old.exists()
+    assert "KQZCLI" not in daemon.memoryctl("search", "KQZCLI", cwd=root).stdout
+    assert f"memory/archive/{old.name}" in daemon.memoryctl("search", "KQZCLI", "--archive", cwd=root).stdout
+    nothing = daemon.memoryctl("ttl", cwd=root)
+    assert nothing.returncode == 0 and "nothing to ttl (archive_ttl_days 365, insights_ttl_days 60)" in nothing.stdout
+    back = daemon.memoryctl("restore", data["run_id"], cwd=root)
+    assert back.returncode == 0 and f"delete    memory/archive/{old.name}" in back.stdout
+    assert old.exists()
+    bad = daemon.memoryctl("archive", "--older-than", "-3", cwd=root)
+    assert bad.returncode == 2 and "--older-than" in bad.stderr
+
+
+def test_status_shows_a_long_change_as_it_is_written(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    """What memoryctl's progress bar draws: status's rules.change while a run of 1,500 files is written."""
+    import threading
+
+    root, ws = workspace
+    for n in range(31, 1531):
+        daily(root, n)
+    seen: list[dict[str, Any]] = []
+    worker = threading.Thread(target=lambda: seen.append(run(daemon, ws, "archive")))
+    worker.start()
+    changes = []
+    while worker.is_alive():
+        change = daemon.call("status", {"workspace": ws})["workspaces"][0]["rules"].get("change")
+        if change is not None:
+            changes.append(change)
+    worker.join()
+    assert seen and len(seen[0]["files"]) == 3000
+    assert changes and all(c["op"] == "lifecycle.archive" and 0 <= c["done"] <= c["total"] == 6000 for c in changes)
+    assert daemon.call("status", {"workspace": ws})["workspaces"][0]["rules"].get("change") is None
+
+
+def test_the_progress_bar_of_a_long_restore(
+    daemon: Daemon, workspace: tuple[Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memoryctl.progress import change_with_progress
+    from memoryctl.rpc import Connection
+
+    root, ws = workspace
+    for n in range(31, 1531):
+        daily(root, n)
+    before = tree(root)
+    done = run(daemon, ws, "archive")
+    with Connection(str(daemon.socket), 60.0) as conn:
+        result = change_with_progress(conn, "restore", {"workspace": ws, "run_id": done["run_id"]})
+    assert result["restored"] == done["run_id"] and tree(root) == before
+    drawn = capsys.readouterr().err
+    assert "restore [" in drawn and "/6000 files" in drawn
+
+
+def test_an_identical_archived_copy_and_backups_as_links(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    """A day whose identical copy is already archived only loses its daily file; a backup of a file of one name is
+    a second name of its bytes (no copy written), one of a file with other names a copy (its other name may be
+    written in place)."""
+    root, ws = workspace
+    twin = daily(root, 40)
+    (root / "memory/archive").mkdir()
+    (root / "memory/archive" / twin.name).write_bytes(twin.read_bytes())
+    linked = daily(root, 41)
+    other_name = root / "memory/elsewhere.md"
+    os.link(linked, other_name)
+    single = daily(root, 42)
+    inode = single.stat().st_ino
+    before = tree(root)
+    done = run(daemon, ws, "archive")
+    actions = {f["path"]: f["action"] for f in done["files"]}
+    assert actions[f"memory/{twin.name}"] == "delete" and f"memory/archive/{twin.name}" not in actions
+    backups = root / "data/memory/backups" / done["run_id"] / "memory"
+    assert (backups / single.name).stat().st_ino == inode  # the bytes kept under a second name
+    assert (backups / linked.name).stat().st_ino != other_name.stat().st_ino  # a copy
+    other_name.write_text("written in place through the other name\n")
+    assert (backups / linked.name).read_bytes().startswith(f"## {linked.stem}".encode())
+    daemon.call("restore", {"workspace": ws, "run_id": done["run_id"]})
+    after = tree(root)
+    assert after.pop("memory/elsewhere.md") != before.pop("memory/elsewhere.md")
+    assert after == before  # the twin's archived copy stays, as it was before the run

@@ -124,6 +124,8 @@ def test_help_lists_every_verb() -> None:
             "install",
             "forget",
             "restore",
+            "archive",
+            "ttl",
             "observe",
             "compile",
             "resolve",

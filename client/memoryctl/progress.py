@@ -1,5 +1,6 @@
-"""`memoryctl index` on a terminal: progress bars for indexing and then for the embedding backlog, drawn on stderr
-from a second connection polling status while the index call runs."""
+"""Progress bars on a terminal, drawn on stderr from a second connection polling status while the call runs:
+`memoryctl index` (indexing, then the embedding backlog) and the verbs that write a long change (`archive`, `ttl`,
+`restore`: the files of the change written so far)."""
 
 from __future__ import annotations
 
@@ -83,3 +84,42 @@ def _embedding_progress(path: str, status_params: dict[str, Any], timeout: float
         pass
     if shown:
         sys.stderr.write("\n")
+
+
+def change_with_progress(conn: Connection, method: str, params: dict[str, Any]) -> Any:
+    """Run a changing call (lifecycle.archive, lifecycle.ttl, restore) in a thread; meanwhile poll status on a
+    second connection and draw the bar of the change being written (status: ``rules.change``)."""
+    import threading
+
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = conn.call(method, params)
+        except BaseException as exc:  # re-raised in the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    shown = False
+    try:
+        with Connection(conn.path, conn.timeout) as watcher:
+            while worker.is_alive():
+                worker.join(0.2)
+                if not worker.is_alive():
+                    break
+                for ws in watcher.call("status", {"workspace": params["workspace"]}).get("workspaces", []):
+                    change = (ws.get("rules") or {}).get("change")
+                    if change and change["total"]:
+                        done, total = change["done"], change["total"]
+                        filled = int(30 * done / total)
+                        sys.stderr.write(f"\r{change['op']} [{'#' * filled}{'.' * (30 - filled)}] {done}/{total} files")
+                        sys.stderr.flush()
+                        shown = True
+    except (ClientError, RemoteError):
+        worker.join()
+    if shown:
+        sys.stderr.write("\n")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]

@@ -70,43 +70,48 @@ def _item(raw: dict[str, Any]) -> dict[str, Any]:
 
 def show(wr: WorkspaceRules, run_id: str) -> m.ChangeShowResult:
     history = journal.read_history(wr.root)
-    at = next((n for n, e in enumerate(history) if e.get("run_id") == run_id), None)
+    at = next((n for n, e in enumerate(history) if e.run_id == run_id), None)
     if at is None:
         raise AppError("MEMORY_RUN_NOT_FOUND", f"No recorded change {run_id}", hint="`memoryctl timeline` lists them.")
     entry = history[at]
-    files = [_file(wr, history, at, c) for c in entry.get("changes") or [] if isinstance(c, dict)]
-    record = {k: v for k, v in entry.items() if k != "changes"}
-    reason = entry.get("reason")
+    files = [_file(wr, history, at, c) for c in entry.changes]
     return m.ChangeShowResult(
         run_id=run_id,
-        op=str(entry.get("op", "")),
-        ts=str(entry["ts"]) if entry.get("ts") is not None else None,
-        reason=reason if isinstance(reason, str) else None,
-        record=record,
+        op=entry.op or "",
+        ts=entry.ts,
+        reason=entry.reason,
+        record=_record(entry),
         files=files,
         restored_by=restored_by(history, run_id),
     )
 
 
-def restored_by(history: list[dict[str, Any]], run_id: str) -> str | None:
+def _record(entry: journal.HistoryEntry) -> dict[str, Any]:
+    """The history line as written, its per-file changes left out."""
+    fields = ("op", "ts", "run_id", "kind", "item_id", "path", "restores", "restored_op", "reason")
+    named = {k: getattr(entry, k) for k in fields if getattr(entry, k) is not None}
+    return {**{k: v for k, v in entry.extra.items() if k != "changes"}, **named}
+
+
+def restored_by(history: list[journal.HistoryEntry], run_id: str) -> str | None:
     """The restore that undid ``run_id`` and is still in force (not itself restored since), if any. Newest first:
     a restore's own fate is known before it is met, since whatever undid it came later."""
     undone_by: dict[str, str] = {}
     for e in reversed(history):
-        if e.get("op") == "restore" and isinstance(e.get("restores"), str):
-            me = str(e.get("run_id"))
+        if e.op == "restore" and e.restores is not None:
+            me = str(e.run_id)
             if me not in undone_by:
-                undone_by.setdefault(str(e["restores"]), me)
+                undone_by.setdefault(e.restores, me)
     return undone_by.get(run_id)
 
 
-def _file(wr: WorkspaceRules, history: list[dict[str, Any]], at: int, change: dict[str, Any]) -> m.FileDiff:
-    path = str(change.get("path", ""))
-    action = str(change.get("action", "update"))
+def _file(wr: WorkspaceRules, history: list[journal.HistoryEntry], at: int, change: journal.Change) -> m.FileDiff:
+    path = change.path
+    action = change.action or "update"
     try:
         journal.target(wr.root, path)
-        before = _backup(wr, change.get("backup")) if change.get("backup") else None
-        after, known = _after(wr, history, at, path, change.get("sha_after"))
+        before = _backup(wr, change.backup) if change.backup else None
+        after, known = _after(wr, history, at, path, change.sha_after)
     except AppError:  # a record naming a path outside the trees, or a refused file: shown, not read
         return m.FileDiff(path=path, action=action, diff="", after_known=False)
     if not known:
@@ -121,15 +126,15 @@ def _backup(wr: WorkspaceRules, backup: object) -> bytes | None:
 
 
 def _after(
-    wr: WorkspaceRules, history: list[dict[str, Any]], at: int, path: str, sha_after: object
+    wr: WorkspaceRules, history: list[journal.HistoryEntry], at: int, path: str, sha_after: str | None
 ) -> tuple[bytes | None, bool]:
     """What the change left in ``path`` and whether that is known."""
     if sha_after is None:
         return None, True  # it deleted the file
     for later in history[at + 1 :]:
-        for c in later.get("changes") or []:
-            if isinstance(c, dict) and c.get("path") == path and c.get("sha_before") == sha_after and c.get("backup"):
-                data = _backup(wr, c.get("backup"))
+        for c in later.changes:
+            if c.path == path and c.sha_before == sha_after and c.backup:
+                data = _backup(wr, c.backup)
                 return data, data is not None and journal.sha(data) == sha_after
     now = journal.read_bytes(wr.root, path, DIFF_MAX_BYTES + 1)
     return now, now is not None and journal.sha(now) == sha_after

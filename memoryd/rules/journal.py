@@ -35,6 +35,9 @@ import structlog
 from memoryd import fsio
 from memoryd.errors import AppError
 from memoryd.fsio import FileTooLarge, NotRegularFile, append_line, atomic_write, flush, member, read_regular
+from memoryd.rules.records import Change, HistoryEntry, JournalRecord, JournalWrite, RuleRevision
+
+__all__ = ["Change", "HistoryEntry", "JournalRecord", "RuleRevision"]  # the records, typed (records.py)
 
 log = structlog.get_logger("memoryd.journal")
 
@@ -113,27 +116,21 @@ def commit(
     writes: list[FileWrite],
     pre_images: dict[str, bytes] | None = None,
     progress: Progress | None = None,
-) -> dict[str, Any] | None:
+    current: dict[str, bytes | None] | None = None,
+) -> HistoryEntry | None:
     """Apply ``writes`` as one change; returns the history entry (None when nothing changed). ``pre_images``:
     the content to back up for a path instead of what is on disk; a write marked ``on_disk`` (a hand edit: the
     file already holds its content) needs one, and is recorded from it without writing the file. ``progress``
     is told (files done, files in all) as backups and then writes are made: a long change (an archive of
-    thousands of days) shows a bar.
+    thousands of days) shows a bar. ``current``: files the caller just read under the lock, as they are on disk
+    (None: absent), not read again.
 
     A change an earlier failure left half done (a full disk after the commit point) is finished first; a failure
     before this change's commit point removes its backups, so nothing of it remains."""
     if _journals(root):
         recover(root)
-    for write in writes:
-        target(root, write.path)
     pre_images = pre_images or {}
-    planned: list[tuple[FileWrite, bytes | None]] = []
-    for write in writes:
-        if write.on_disk and write.path not in pre_images:
-            raise ValueError(f"{write.path}: a change already on disk needs its pre-image")
-        before = pre_images[write.path] if write.path in pre_images else read_bytes(root, write.path)
-        if before != write.content:
-            planned.append((write, before))
+    planned = _plan(root, writes, pre_images, current or {})
     if not any(w.record for w, _ in planned):  # only bookkeeping changes: no history, no journal needed
         for write, _ in planned:
             atomic_write(root / write.path, write.content or b"", root=root)
@@ -164,16 +161,13 @@ def commit(
                 )
         _crash("backups")
         history = {**entry, "run_id": run_id, "changes": changes}
-        journal = {
-            "run_id": run_id,
-            "history": history,
-            "writes": [  # what recovery rolls forward: never a file a person wrote (on_disk)
-                {"path": w.path, "content": None if w.content is None else w.content.decode("utf-8")}
-                for w, _ in planned
-                if not w.on_disk
-            ],
-        }
-        atomic_write(journal_path, orjson.dumps(journal), root=root, durable=False)
+        journal = JournalRecord(
+            run_id,
+            history,
+            # what recovery rolls forward: never a file a person wrote (on_disk)
+            tuple(JournalWrite(w.path, w.content) for w, _ in planned if not w.on_disk),
+        )
+        atomic_write(journal_path, orjson.dumps(journal.to_json()), root=root, durable=False)
         flush([*backups, journal_path])  # pre-images and the journal are on disk before any file changes
     except OSError:  # before the commit point (a full disk): the change never happened, nothing of it remains
         with contextlib.suppress(OSError):
@@ -187,7 +181,28 @@ def commit(
     _crash("done")
     if progress is not None:
         progress(total, total)
-    return history
+    return HistoryEntry.parse(history)
+
+
+def _plan(
+    root: Path, writes: list[FileWrite], pre_images: dict[str, bytes], current: dict[str, bytes | None]
+) -> list[tuple[FileWrite, bytes | None]]:
+    """The writes that change their file, each with the file's bytes before it (None: absent)."""
+    for write in writes:
+        target(root, write.path)
+    planned: list[tuple[FileWrite, bytes | None]] = []
+    for write in writes:
+        if write.on_disk and write.path not in pre_images:
+            raise ValueError(f"{write.path}: a change already on disk needs its pre-image")
+        if write.path in pre_images:
+            before: bytes | None = pre_images[write.path]
+        elif write.path in current:
+            before = current[write.path]
+        else:
+            before = read_bytes(root, write.path)
+        if before != write.content:
+            planned.append((write, before))
+    return planned
 
 
 def _back_up(root: Path, write: FileWrite, backup: str, before: bytes, *, from_disk: bool) -> None:
@@ -205,17 +220,17 @@ def _back_up(root: Path, write: FileWrite, backup: str, before: bytes, *, from_d
 
 
 def _roll_forward(
-    root: Path, journal: dict[str, Any], progress: Callable[[int], None] | None = None, *, fresh: bool = False
+    root: Path, journal: JournalRecord, progress: Callable[[int], None] | None = None, *, fresh: bool = False
 ) -> None:
     """Write (or delete) every file of ``journal`` not yet at its new content. ``fresh``: right after ``commit``
     read every file and planned only those that differ, so none is read again."""
     touched = []
-    for number, item in enumerate(journal["writes"]):
+    for number, item in enumerate(journal.writes):
         if progress is not None and number % 100 == 0:
             progress(number)
-        path = target(root, item["path"])
-        content = None if item["content"] is None else str(item["content"]).encode("utf-8")
-        if not fresh and read_bytes(root, item["path"]) == content:
+        path = target(root, item.path)
+        content = item.content
+        if not fresh and read_bytes(root, item.path) == content:
             continue
         if content is None:
             fsio.remove(path, root=root)
@@ -225,9 +240,8 @@ def _roll_forward(
         if number == 0:
             _crash("write")
     flush(touched)  # every file is on disk before the history says so and the journal goes
-    history = journal["history"]
-    if not history_has(root, str(journal["run_id"])):
-        append_line(root / HISTORY_FILE, orjson.dumps(history), root=root)
+    if not history_has(root, journal.run_id):
+        append_line(root / HISTORY_FILE, orjson.dumps(dict(journal.history)), root=root)
     _crash("history")
 
 
@@ -240,7 +254,7 @@ def history_has(root: Path, run_id: str) -> bool:
     return needle in data
 
 
-def read_history(root: Path) -> list[dict[str, Any]]:
+def read_history(root: Path) -> list[HistoryEntry]:
     """Every complete, parseable line of history.jsonl, oldest first; the others are :func:`history_problems`."""
     return list(_history(root)[1])
 
@@ -251,10 +265,10 @@ def history_problems(root: Path) -> list[str]:
 
 
 # root → (the file's signature, its entries, its problems): status asks on every call; parse only what changed.
-_HISTORY: dict[Path, tuple[tuple[int, int, int], list[dict[str, Any]], list[str]]] = {}
+_HISTORY: dict[Path, tuple[tuple[int, int, int], list[HistoryEntry], list[str]]] = {}
 
 
-def _history(root: Path) -> tuple[tuple[int, int, int], list[dict[str, Any]], list[str]]:
+def _history(root: Path) -> tuple[tuple[int, int, int], list[HistoryEntry], list[str]]:
     try:
         info = os.stat(root / HISTORY_FILE)
         signature = (info.st_ino, info.st_size, info.st_mtime_ns)
@@ -266,9 +280,10 @@ def _history(root: Path) -> tuple[tuple[int, int, int], list[dict[str, Any]], li
     try:
         data = read_bytes(root, HISTORY_FILE, HISTORY_MAX_BYTES) or b""
     except AppError as exc:
-        parsed: tuple[tuple[int, int, int], list[dict[str, Any]], list[str]] = (signature, [], [exc.message])
+        parsed: tuple[tuple[int, int, int], list[HistoryEntry], list[str]] = (signature, [], [exc.message])
     else:
-        entries, problems = [], []
+        entries: list[HistoryEntry] = []
+        problems: list[str] = []
         for number, raw in enumerate(data.splitlines(), 1):
             if not raw.strip():
                 continue
@@ -276,8 +291,9 @@ def _history(root: Path) -> tuple[tuple[int, int, int], list[dict[str, Any]], li
                 value = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 value = None
-            if isinstance(value, dict) and _history_shape(value):
-                entries.append(value)
+            entry = HistoryEntry.parse(value)
+            if entry is not None:
+                entries.append(entry)
             else:
                 torn = number == data.count(b"\n") + 1 and not data.endswith(b"\n")
                 why = (
@@ -293,25 +309,6 @@ def _history(root: Path) -> tuple[tuple[int, int, int], list[dict[str, Any]], li
         _HISTORY.clear()
     _HISTORY[root] = parsed
     return parsed
-
-
-def _history_shape(entry: dict[str, Any]) -> bool:
-    """Whether a history line has the shape the daemon writes, as far as its readers rely on it: ``op``,
-    ``run_id`` and ``ts`` strings when present, ``changes`` a list of objects whose ``path`` is a string and whose
-    ``rules`` (when present) is a list of objects. A line a person or a clone crafted otherwise is skipped and
-    reported, never half-read."""
-    if any(key in entry and not isinstance(entry[key], str) for key in ("op", "run_id", "ts")):
-        return False
-    changes = entry.get("changes", [])
-    if not isinstance(changes, list):
-        return False
-    for change in changes:
-        if not isinstance(change, dict) or not isinstance(change.get("path"), str):
-            return False
-        touched = change.get("rules", [])
-        if not isinstance(touched, list) or not all(isinstance(t, dict) for t in touched):
-            return False
-    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,22 +336,15 @@ def recorded(root: Path) -> Recorded:
     latest: dict[str, str | None] = {}
     revisions: dict[tuple[str, str], dict[str, tuple[int, str]]] = {}
     for entry in entries:
-        changes = entry.get("changes")
-        for change in changes if isinstance(changes, list) else ():
-            if not isinstance(change, dict) or not isinstance(change.get("path"), str):
+        for change in entry.changes:
+            path, after, before = change.path, change.sha_after, change.sha_before
+            latest[path] = after
+            if entry.op != "hand_edit" or after is None:
                 continue
-            path, after, before = change["path"], change.get("sha_after"), change.get("sha_before")
-            latest[path] = after if isinstance(after, str) else None
-            if entry.get("op") != "hand_edit" or not isinstance(after, str):
-                continue
-            revs = dict(revisions.get((path, before), {})) if isinstance(before, str) else {}
-            for rule in change.get("rules") or ():
-                if (
-                    isinstance(rule, dict)
-                    and isinstance(rule.get("rule_id"), str)
-                    and type(rule.get("rev_after")) is int
-                ):
-                    revs[rule["rule_id"]] = (rule["rev_after"], str(entry.get("ts") or ""))
+            revs = dict(revisions.get((path, before), {})) if before is not None else {}
+            for rule in change.rules:
+                if rule.rev_after is not None:
+                    revs[rule.rule_id] = (rule.rev_after, entry.ts or "")
             revisions[(path, after)] = revs
     answer = Recorded(latest, revisions)
     if len(_RECORDED) > 1000:
@@ -368,23 +358,15 @@ def _journals(root: Path) -> list[str]:
     return [n for n, kind in fsio.list_dir(root / JOURNAL_DIR, root=root) if n.endswith(".json") and kind != "dir"]
 
 
-def _load_journal(root: Path, name: str) -> dict[str, Any]:
+def _load_journal(root: Path, name: str) -> JournalRecord:
     """One intent record, proved to have the shape ``commit`` writes and to name only files a change may write;
     ValueError (or an OSError / AppError) otherwise."""
     raw = read_regular(root / JOURNAL_DIR / name, JOURNAL_MAX_BYTES, root=root)
-    journal = orjson.loads(raw)
-    if not isinstance(journal, dict) or not isinstance(journal.get("history"), dict):
-        raise ValueError("not an intent record")
-    run_id = journal.get("run_id")
-    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id) or name != f"{run_id}.json":
-        raise ValueError("its run id is missing or does not match its name")
-    writes = journal.get("writes")
-    if not isinstance(writes, list):
-        raise ValueError("no list of writes")
-    for item in writes:
-        if not isinstance(item, dict) or not isinstance(item.get("content"), str | None):
-            raise ValueError("a write is not {path, content}")
-        target(root, item.get("path"))
+    journal = JournalRecord.parse(orjson.loads(raw))
+    if not _RUN_ID.fullmatch(journal.run_id) or name != f"{journal.run_id}.json":
+        raise ValueError("its run id does not match its name")
+    for item in journal.writes:
+        target(root, item.path)
     return journal
 
 
@@ -413,8 +395,8 @@ def recover(root: Path) -> list[str]:
                 fsio.rename(journal_dir / name, journal_dir / (name + ".unreadable"), root=root)
             continue
         fsio.remove(journal_dir / name, root=root)
-        finished.append(str(journal["run_id"]))
-        log.warning("change_recovered", run_id=journal["run_id"], files=len(journal["writes"]))
+        finished.append(journal.run_id)
+        log.warning("change_recovered", run_id=journal.run_id, files=len(journal.writes))
     pending = {n.removesuffix(".json") for n in _journals(root)}
     for name, kind in fsio.list_dir(root / BACKUP_DIR, root=root):
         if kind == "dir" and name not in pending and not history_has(root, name):

@@ -31,6 +31,7 @@ from memoryd.rules.ruleset import Layer, LoadedRule, RuleFileError, read_yaml, r
 from memoryd.rules.workspace import WorkspaceRules
 
 _YAML = (".yaml", ".yml")
+TIMELINE_PATHS = 200  # paths a timeline event lists at most
 
 
 def _summary(loaded: LoadedRule) -> m.RuleSummary:
@@ -169,11 +170,11 @@ def timeline(
     if run_id is None:
         for entry in journal.read_history(wr.root):
             try:
-                moment = datetime.fromisoformat(str(entry.get("ts")))
+                moment = datetime.fromisoformat(str(entry.ts))
             except ValueError:
                 continue
             if inside(moment):
-                events.append((moment, str(entry.get("run_id")), partial(_change_event, entry, known)))
+                events.append((moment, str(entry.run_id), partial(_change_event, entry, known)))
     newest = heapq.nlargest(limit + 1, events, key=lambda e: (e[0], e[1]))
     return m.TimelineResult(events=[build() for _, _, build in newest[:limit]], truncated=len(events) + skipped > limit)
 
@@ -224,15 +225,15 @@ def _item_event(item_id: str, item: dict[str, Any]) -> m.TimelineEvent:
     )
 
 
-def _change_event(entry: dict[str, Any], known: dict[str, dict[str, Any]]) -> m.TimelineEvent:
-    changes = entry.get("changes") or []
+def _change_event(entry: journal.HistoryEntry, known: dict[str, dict[str, Any]]) -> m.TimelineEvent:
     return m.TimelineEvent(
-        ts=str(entry["ts"]),
+        ts=str(entry.ts),
         type="change",
-        id=str(entry.get("run_id")),
-        op=str(entry.get("op")),
+        id=str(entry.run_id),
+        op=str(entry.op),
         summary=_change_summary(entry, known),
-        paths=[str(c.get("path")) for c in changes],
+        # an archive of thousands of days: its first paths (the summary counts them all)
+        paths=[c.path for c in entry.changes[:TIMELINE_PATHS]],
     )
 
 
@@ -249,29 +250,29 @@ def candidates(wr: WorkspaceRules, model_id: str | None = None) -> m.CandidatesL
 # --- helpers -------------------------------------------------------------------------------------------------------
 
 
-def _rule_history(history: list[dict[str, Any]], rule_id: str) -> list[dict[str, Any]]:
+def _rule_history(history: list[journal.HistoryEntry], rule_id: str) -> list[dict[str, Any]]:
     out = []
     for entry in history:
-        for change in entry.get("changes") or []:
-            for touched in change.get("rules") or []:
-                if touched.get("rule_id") == rule_id:
+        for change in entry.changes:
+            for touched in change.rules:
+                if touched.rule_id == rule_id:
                     out.append(
                         {
-                            "run_id": entry.get("run_id"),
-                            "op": entry.get("op"),
-                            "ts": entry.get("ts"),
-                            "path": change.get("path"),
-                            "action": change.get("action"),
-                            "layer": change.get("layer"),
-                            "rev_before": touched.get("rev_before"),
-                            "rev_after": touched.get("rev_after"),
-                            "backup": change.get("backup"),
+                            "run_id": entry.run_id,
+                            "op": entry.op,
+                            "ts": entry.ts,
+                            "path": change.path,
+                            "action": change.action,
+                            "layer": change.layer,
+                            "rev_before": touched.rev_before,
+                            "rev_after": touched.rev_after,
+                            "backup": change.backup,
                         }
                     )
     return out
 
 
-def _revision(root: Path, history: list[dict[str, Any]], loaded: LoadedRule, rev: int) -> dict[str, Any]:
+def _revision(root: Path, history: list[journal.HistoryEntry], loaded: LoadedRule, rev: int) -> dict[str, Any]:
     """The rule as it was at revision ``rev``: the current file, or the pre-image a later change backed up."""
     if rev == loaded.rule.revision:
         return rule_dict(loaded.rule)
@@ -311,23 +312,22 @@ def _clip(text: str) -> str:
     return text if len(text) <= 160 else text[:159] + "…"
 
 
-def _change_summary(entry: dict[str, Any], known: dict[str, dict[str, Any]]) -> str:
+def _change_summary(entry: journal.HistoryEntry, known: dict[str, dict[str, Any]]) -> str:
     """What a change did, in a line. A forget (or a restore of one) names what was forgotten: the item id, where
     it is (path:line) and its first line, from items.jsonl."""
-    op = entry.get("op")
+    op = entry.op
     forgot = None
     if op == "forget":
-        forgot = entry.get("item_id")
-    elif op == "restore" and entry.get("restored_op") in ("forget", "restore"):
-        forgot = next((c.get("item_id") for c in entry.get("changes") or [] if isinstance(c, dict)), None)
-    if isinstance(forgot, str):
+        forgot = entry.item_id
+    elif op == "restore" and entry.restored_op in ("forget", "restore"):
+        forgot = next((c.item_id for c in entry.changes), None)
+    if forgot is not None:
         item = known.get(forgot) or {}
-        where = f"{item.get('path') or entry.get('path') or '?'}:{item.get('start_line') or '?'}"
+        where = f"{item.get('path') or entry.path or '?'}:{item.get('start_line') or '?'}"
         first = _first_line(item)
-        verb = "forgot" if op == "forget" else f"undid {entry.get('restores')}:"
+        verb = "forgot" if op == "forget" else f"undid {entry.restores}:"
         return _clip(f"{verb} {forgot} {where} {first}")
-    changes = entry.get("changes") or []
-    rules = sorted({str(r.get("rule_id")) for c in changes for r in (c.get("rules") or [])})
+    rules = sorted({r.rule_id for c in entry.changes for r in c.rules})
     shown = ", ".join(rules[:5]) + (f" and {len(rules) - 5} more" if len(rules) > 5 else "")
-    what = f"{entry.get('op')}: {len(changes)} file(s)"
+    what = f"{entry.op}: {len(entry.changes)} file(s)"
     return f"{what}; rules {shown}" if rules else what

@@ -57,7 +57,7 @@ def forget(wr: WorkspaceRules, item_id: str, reason: str | None) -> m.ForgetResu
 
 def restore(wr: WorkspaceRules, run_id: str, reason: str | None, dry_run: bool = False) -> m.RestoreResult:
     history = journal.read_history(wr.root)
-    entry = next((e for e in history if e.get("run_id") == run_id), None)
+    entry = next((e for e in history if e.run_id == run_id), None)
     if entry is None:
         raise AppError("MEMORY_RUN_NOT_FOUND", f"No recorded change {run_id}")
     earlier = changeview.restored_by(history, run_id)
@@ -67,40 +67,45 @@ def restore(wr: WorkspaceRules, run_id: str, reason: str | None, dry_run: bool =
             f"{run_id} is already restored (by {earlier}); nothing to undo",
             hint=f"`memoryctl restore {earlier}` would undo that restore, i.e. redo {run_id}.",
         )
-    if entry.get("op") == "forget" and isinstance(entry.get("item_id"), str):
-        writes = [_unforget(wr, run_id, str(entry["item_id"]))]
-    elif entry.get("op") == "restore" and entry.get("restored_op") == "forget":
+    current: dict[str, bytes | None] = {}  # each file as it is now, read once
+    if entry.op == "forget" and entry.item_id is not None:
+        writes = [_unforget(wr, run_id, entry.item_id)]
+    elif entry.op == "restore" and entry.restored_op == "forget":
         writes = [_reforget(wr, history, entry)]
     else:
-        writes = [_put_back(wr, history, run_id, change) for change in entry.get("changes") or []]
+        writes = [_put_back(wr, history, run_id, change, current) for change in entry.changes]
+    for w in writes:
+        if w.path not in current:
+            current[w.path] = journal.read_bytes(wr.root, w.path)
     now = ids.iso(datetime.now())
     new_run = ids.new_id("restore")
-    planned = [
-        m.PlannedWrite(path=w.path, action=journal.action(journal.read_bytes(wr.root, w.path), w.content))
-        for w in writes
-    ]
+    planned = [m.PlannedWrite(path=w.path, action=journal.action(current[w.path], w.content)) for w in writes]
     if dry_run:  # what the review page shows before the restore button does anything
         diffs = [
-            changeview.diff_of(w.path, p.action, journal.read_bytes(wr.root, w.path), w.content)
+            changeview.diff_of(w.path, p.action, current[w.path], w.content)
             for w, p in zip(writes, planned, strict=True)
         ]
         return m.RestoreResult(run_id=None, restored=run_id, writes=planned, dry_run=True, diffs=diffs)
-    record: dict[str, Any] = {"op": "restore", "ts": now, "restores": run_id, "restored_op": entry.get("op")}
+    record: dict[str, Any] = {"op": "restore", "ts": now, "restores": run_id, "restored_op": entry.op}
+    if entry.kind is not None:  # a curation change undone: its kind too (archive, ttl, consolidate…)
+        record["restored_kind"] = entry.kind
     if reason:
         record["reason"] = strip_private(reason)
-    journal.commit(wr.root, new_run, record, writes, progress=wr.reporter("restore"))
+    journal.commit(wr.root, new_run, record, writes, progress=wr.reporter("restore"), current=current)
     wr.rules.reload([w.path for w in writes])
     return m.RestoreResult(run_id=new_run, restored=run_id, writes=planned)
 
 
-def _reforget(wr: WorkspaceRules, history: list[dict[str, Any]], entry: dict[str, Any]) -> journal.FileWrite:
+def _reforget(
+    wr: WorkspaceRules, history: list[journal.HistoryEntry], entry: journal.HistoryEntry
+) -> journal.FileWrite:
     """A restore of a forget undone: the forget's tombstone put back (its own run id, so restoring that forget
     again works), whatever other items were forgotten or restored meanwhile."""
-    forget_run = str(entry.get("restores"))
-    original = next((e for e in history if e.get("run_id") == forget_run), None)
-    item_id = None if original is None else original.get("item_id")
-    known = items.load(wr.root).get(item_id) if isinstance(item_id, str) else None
-    if original is None or known is None or not isinstance(item_id, str):
+    forget_run = str(entry.restores)
+    original = next((e for e in history if e.run_id == forget_run), None)
+    item_id = None if original is None else original.item_id
+    known = items.load(wr.root).get(item_id) if item_id is not None else None
+    if original is None or known is None or item_id is None:
         raise AppError("MEMORY_CONFLICT", f"The forget {forget_run} is not on record any more")
     tombstones = dict(items.forgotten(wr.root))
     if item_id in tombstones:
@@ -109,10 +114,10 @@ def _reforget(wr: WorkspaceRules, history: list[dict[str, Any]], entry: dict[str
         "path": known["path"],
         "heading": known["heading"],
         "first_line": known.get("first_line", ""),
-        "deleted_at": original.get("ts"),
+        "deleted_at": original.ts,
         "run_id": forget_run,
     }
-    return _tombstones(tombstones, {"restores": str(entry.get("run_id")), "item_id": item_id})
+    return _tombstones(tombstones, {"restores": str(entry.run_id), "item_id": item_id})
 
 
 def _tombstones(tombstones: dict[str, Any], meta: dict[str, Any]) -> journal.FileWrite:
@@ -137,33 +142,34 @@ def _unforget(wr: WorkspaceRules, run_id: str, item_id: str) -> journal.FileWrit
 
 
 def _put_back(
-    wr: WorkspaceRules, history: list[dict[str, Any]], run_id: str, change: dict[str, Any]
+    wr: WorkspaceRules,
+    history: list[journal.HistoryEntry],
+    run_id: str,
+    change: journal.Change,
+    current: dict[str, bytes | None],
 ) -> journal.FileWrite:
-    """One file of a recorded change back as it was before it. The path and the backup come from history.jsonl,
-    which a cloned repository can ship: both must lie in the workspace's memory trees (the backup among the
-    backups), no symlink is followed, and a file changed since is never overwritten."""
-    path = change.get("path")
+    """One file of a recorded change back as it was before it (``current``: gets the file as it is now). The path
+    and the backup come from history.jsonl, which a cloned repository can ship: both must lie in the workspace's
+    memory trees (the backup among the backups), no symlink is followed, and a file changed since is never
+    overwritten."""
+    path = change.path
     journal.target(wr.root, path)
-    assert isinstance(path, str)
-    current = journal.read_bytes(wr.root, path)
-    if journal.sha(current) != change.get("sha_after"):
-        later = next(
-            (e.get("run_id") for e in reversed(history) if any(c.get("path") == path for c in e.get("changes") or [])),
-            None,
-        )
+    now = current[path] = journal.read_bytes(wr.root, path)
+    if journal.sha(now) != change.sha_after:
+        later = next((e.run_id for e in reversed(history) if e.touches(path)), None)
         raise AppError(
             "MEMORY_CONFLICT",
             f"{path} changed after {run_id}",
             hint=f"Restore the later change first ({later})." if later and later != run_id else None,
         )
-    backup = change.get("backup")
+    backup = change.backup
     before = None
     if backup:
-        if not isinstance(backup, str) or not backup.startswith(journal.BACKUP_DIR + "/"):
+        if not backup.startswith(journal.BACKUP_DIR + "/"):
             raise AppError("MEMORY_PATH_TRAVERSAL", f"Refused a recorded backup outside {journal.BACKUP_DIR}/")
         before = journal.read_bytes(wr.root, backup)
         if before is None:
             raise AppError("MEMORY_CONFLICT", f"The backup of {path} from {run_id} is gone ({backup})")
-        if journal.sha(before) != change.get("sha_before"):
+        if journal.sha(before) != change.sha_before:
             raise AppError("MEMORY_CONFLICT", f"The backup of {path} from {run_id} does not match its record")
     return journal.FileWrite(path, before, {"restores": run_id})

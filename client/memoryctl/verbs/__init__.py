@@ -1,6 +1,6 @@
 """The verbs of memoryctl, registered in one table: each verb's one-line help and the group module that serves it.
 
-A group module (notes, rules, admin) exports the same five functions — see ``VerbGroup`` — and a ``QUICK`` table
+A group module (notes, rules, lifecycle, admin) exports the same five functions — see ``VerbGroup`` — and a ``QUICK`` table
 (the verbs it lets skip argparse). cli.py imports only the group of the verb on the command line, so `memoryctl
 search` never loads the rules' or the installer's code.
 """
@@ -55,7 +55,9 @@ VERBS = {
     "ui": "review memory, rules, provenance and history in a local browser page",
     "install": "configure Claude Code, Codex or OpenCode to use memoryd (hooks and MCP server)",
     "forget": "hide a remembered entry from search and context (kept for audit; restore undoes it)",
-    "restore": "undo a recorded change by its run id (forget, compile apply, promote, restore)",
+    "restore": "undo a recorded change by its run id (forget, compile apply, promote, archive, ttl, restore)",
+    "archive": "move daily files older than N days to memory/archive/ (--dry-run lists what would move)",
+    "ttl": "delete archived days and INSIGHTS.md bullets past their TTL (--dry-run lists what would go)",
     "observe": "record one observation (evidence)",
     "compile": "evidence to rules: prepare a request for the LLM, apply its response",
     "resolve": "merged facts for a model and firmware version, and why",
@@ -68,6 +70,7 @@ VERBS = {
 NOTES = ("status", "init", "remember", "search", "get", "index", "validate", "context", "forget", "restore")
 RULES = ("observe", "compile", "resolve", "rules", "timeline", "candidates")
 ADMIN = ("ping", "workspace", "mcp", "ui", "install", "hook")
+LIFECYCLE = ("archive", "ttl")
 
 
 def group(verb: str) -> VerbGroup:
@@ -80,6 +83,10 @@ def group(verb: str) -> VerbGroup:
         from memoryctl.verbs import rules
 
         return rules
+    if verb in LIFECYCLE:
+        from memoryctl.verbs import lifecycle
+
+        return lifecycle
     from memoryctl.verbs import admin
 
     return admin

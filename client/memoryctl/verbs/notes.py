@@ -32,18 +32,19 @@ if TYPE_CHECKING:
     from memoryctl.rpc import Connection
 
 SEARCH_MODES = ("bm25", "vector", "hybrid")
+SHOWN_FILES = 50  # files a restore lists for a person
 # `memoryctl search` is run by people and scripts many times a minute: its plain command lines skip argparse.
 QUICK = {
     "search": Spec(
         positionals=("query",),
-        flags={"--all": "all"},
+        flags={"--all": "all", "--archive": "archive"},
         values={
             "--limit": ("limit", int),
             "-n": ("limit", int),
             "--mode": ("mode", choice(*SEARCH_MODES)),
             "--snippet-max-chars": ("snippet_max_chars", int),
         },
-        defaults={"limit": 8, "mode": None, "snippet_max_chars": None, "all": False},
+        defaults={"limit": 8, "mode": None, "snippet_max_chars": None, "all": False, "archive": False},
     )
 }
 
@@ -93,6 +94,9 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
             "--snippet-max-chars", type=int, metavar="N", help="snippet length, 20-4000 (default: the setting, 700)"
         )
         p.add_argument("--all", action="store_true", help="every workspace, read-only (owner)")
+        p.add_argument(
+            "--archive", action="store_true", help="archived daily files too (memory/archive/; left out by default)"
+        )
     elif verb == "get":
         p.add_argument(
             "path",
@@ -176,6 +180,8 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
             params["mode"] = args.mode
         if args.snippet_max_chars:
             params["snippet_max_chars"] = args.snippet_max_chars
+        if args.archive:
+            params["include_archive"] = True
         return "search", scoped(args, params)
     if verb == "get":
         params = {"workspace": workspace_of(args), "path": _get_path(args.path)}
@@ -225,6 +231,10 @@ def exchange(conn: Connection, args: Args, method: str, params: dict[str, Any]) 
         from memoryctl.progress import index_with_progress
 
         return index_with_progress(conn, params)
+    if method == "restore" and not args.json and sys.stderr.isatty():  # an archive of thousands of days undone
+        from memoryctl.progress import change_with_progress
+
+        return change_with_progress(conn, method, params)
     try:
         result = conn.call(method, params)
     except RemoteError as exc:
@@ -320,7 +330,10 @@ def _render_restore(result: dict[str, Any]) -> str:
         lines += [f"  {w['action']:<9} {w['path']}" for w in result.get("writes", [])]
         return "\n".join(lines + [d["diff"].rstrip("\n") for d in result.get("diffs", []) if d.get("diff")])
     lines = [f"restored {result['restored']} as run {result['run_id']}"]
-    lines += [f"  {w['action']:<9} {w['path']}" for w in result.get("writes", [])]
+    writes = result.get("writes", [])
+    lines += [f"  {w['action']:<9} {w['path']}" for w in writes[:SHOWN_FILES]]
+    if len(writes) > SHOWN_FILES:
+        lines.append(f"  … and {len(writes) - SHOWN_FILES} more files (--json lists every one)")
     return "\n".join(lines)
 
 
