@@ -5,6 +5,7 @@ project shows no other; every asset comes from the package."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Iterator
@@ -162,7 +163,10 @@ def test_the_page_loads_nothing_from_elsewhere_and_has_no_script() -> None:
 def test_a_lifecycle_run_needs_its_dry_run_and_read_only_offers_neither(daemon: Daemon, seeded: dict[str, Any]) -> None:
     root, ws = seeded["root"], seeded["ws"]
     old = root / "memory" / "2025-01-02.md"
-    old.write_text("## 2025-01-02\n- old\n", encoding="utf-8")
+    old.write_text("## 2025-01-02\n\n## 2025-01-02 09:00 — note\n- 旧 old entry\n", encoding="utf-8")
+    item = {"id": "ent_0000000000aa", "path": "memory/2025-01-02.md", "heading": "2025-01-02 09:00 — note"}
+    with (root / "data/memory/items.jsonl").open("a", encoding="utf-8") as f:
+        f.write(json.dumps({**item, "first_line": "- 旧 old entry", "start_line": 3}) + "\n")
     daemon.call("index", {"workspace": ws})
     with ui_server(daemon, root) as server:
         cookie = log_in(server)
@@ -179,6 +183,10 @@ def test_a_lifecycle_run_needs_its_dry_run_and_read_only_offers_neither(daemon: 
             server, "POST", f"/w/{ws}/lifecycle/run", same, f"csrf={csrf}&dry_run_id={dry_id.group(1)}"
         )
         assert status == 303 and not old.exists()
+        _, _, archived = request(server, "GET", f"/w/{ws}/file?path=memory/archive/2025-01-02.md", {"Cookie": cookie})
+        assert "ent_0000000000aa" in archived and "旧 old entry" in archived  # its id, though items name the old path
+        _, _, found = request(server, "GET", f"/w/{ws}/search?q=%E6%97%A7+old+entry&archive=1", {"Cookie": cookie})
+        assert "memory/archive/2025-01-02.md" in found
     with ui_server(daemon, root, "--read-only") as server:
         cookie = log_in(server)
         _, _, page = request(server, "GET", f"/w/{ws}/lifecycle", {"Cookie": cookie})

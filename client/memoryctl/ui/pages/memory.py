@@ -35,7 +35,7 @@ def routes(ui: UI) -> list[Route]:
         path = request.query_params.get("path", "")
         start = int_arg(request, "from", 1, 1)
         got = ui.call(ws, "get", path=path, from_line=start, lines=WINDOW)
-        items = ui.call(ws, "items", path=got["path"], limit=1000)
+        items = _items_of(ui, ws, got["path"])
         entries = {
             (str(i["heading"]), str(i.get("first_line") or "")): Entry(str(i["id"]), i.get("deleted_run"))
             for i in items["items"]
@@ -78,6 +78,28 @@ def routes(ui: UI) -> list[Route]:
         Route("/w/{ws}/forget/{item_id}", forget_confirm, methods=["GET"]),
         Route("/w/{ws}/forget/{item_id}", forget, methods=["POST"]),
     ]
+
+
+ITEM_PAGES = 10  # 10,000 entries of one file at most are marked
+
+
+def _items_of(ui: UI, ws: str, path: str) -> dict[str, Any]:
+    """Every item of ``path`` (an archived daily file's too: items keep the path remember wrote them at), paged."""
+    paths = [path]
+    if path.startswith("memory/archive/"):
+        paths.append("memory/" + path.rsplit("/", 1)[-1])
+    found: list[dict[str, Any]] = []
+    total = forgotten = 0
+    for where in paths:
+        for page in range(ITEM_PAGES):
+            got = ui.call(ws, "items", path=where, offset=page * 1000, limit=1000)
+            found.extend(got["items"])
+            if page == 0:
+                total += int(got["total"])
+                forgotten += int(got["forgotten"])
+            if len(found) >= total:
+                break
+    return {"items": found, "total": total, "forgotten": forgotten}
 
 
 def _span(text: str) -> tuple[int, int] | None:

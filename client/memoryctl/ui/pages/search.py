@@ -37,13 +37,19 @@ def routes(ui: UI) -> list[Route]:
         mode = request.query_params.get("mode", "")
         mode = mode if mode in MODES else ""
         limit = int_arg(request, "limit", 20, 1, 100)
+        archive = request.query_params.get("archive") == "1"
         result: dict[str, Any] = {}
         if query:
-            result = ui.call(ws, "search", query=query[:2000], mode=mode or None, limit=limit)
+            params: dict[str, Any] = {"query": query[:2000], "mode": mode or None, "limit": limit}
+            if archive:  # archived daily files are searched only when asked (lifecycle.archive)
+                params["include_archive"] = True
+            result = ui.call(ws, "search", **params)
         hits = [
             dict(h, html=snippet(str(h.get("snippet", ""))), link=hit_link(str(h.get("workspace_id") or ws), h))
             for h in result.get("hits", [])
         ]
-        return ui.page(request, "search.html", query=query, mode=mode, modes=MODES, result=result, hits=hits)
+        return ui.page(
+            request, "search.html", query=query, mode=mode, modes=MODES, result=result, hits=hits, archive=archive
+        )
 
     return [Route("/w/{ws}/search", search)]
