@@ -164,3 +164,12 @@ def test_memoryctl_restore_dry_run_prints_the_diff_and_writes_nothing(
     assert out.returncode == 0, out.stderr
     assert "dry run: nothing written" in out.stdout and f'-  "{entry["id"]}"' in out.stdout
     assert [e["op"] for e in history(root)] == ["forget"]
+
+
+def test_timeline_names_the_kind_of_a_curation_change(daemon: Daemon, workspace: tuple[Path, str]) -> None:
+    root, ws = workspace
+    (root / "memory" / "2025-01-02.md").write_text("## 2025-01-02\n- 旧 old\n", encoding="utf-8")
+    daemon.call("index", {"workspace": ws})
+    run = daemon.call("lifecycle.archive", {"workspace": ws})
+    (newest,) = daemon.call("timeline", {"workspace": ws, "limit": 1})["events"]
+    assert newest["id"] == run["run_id"] and newest["type"] == "change" and newest["kind"] == "archive"

@@ -219,3 +219,12 @@ def test_memoryctl_ui_outside_a_workspace_says_so(daemon: Daemon) -> None:
     elsewhere = short_tmp("nows")
     out = daemon.memoryctl("ui", "--no-browser", cwd=elsewhere, timeout=60)
     assert out.returncode != 0 and "MEMORY_WORKSPACE_NOT_FOUND" in out.stderr + out.stdout
+
+
+def test_the_overview_names_the_last_consolidation(server: Server, seeded: dict[str, Any]) -> None:
+    line = {"op": "compile.apply", "kind": "consolidate", "ts": "2026-11-20T08:00:00+00:00", "run_id": "apply_consol1"}
+    with (seeded["root"] / "data/memory/history.jsonl").open("a") as f:
+        f.write(json.dumps({**line, "changes": []}) + "\n")
+    cookie = log_in(server)
+    _, _, home = request(server, "GET", "/", {"Cookie": cookie})
+    assert f"/w/{seeded['ws']}/change/apply_consol1" in home

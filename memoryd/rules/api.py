@@ -255,7 +255,11 @@ class TimelineEvent(Wire):
     id: str = Field(description="observation_id, the change's run_id, or the remembered entry's item id (ent_…).")
     summary: str
     op: str | None = Field(default=None, description="Changes: compile.apply, candidates.promote, …")
-    kind: str | None = Field(default=None, description="Observations: their kind.")
+    kind: str | None = Field(
+        default=None,
+        description="Observations: their kind. Changes: what a curation change was (consolidate, compact, archive, "
+        "ttl), as history records it.",
+    )
     run_id: str | None = None
     model_id: str | None = None
     paths: list[str] | None = None

@@ -231,6 +231,7 @@ def _change_event(entry: journal.HistoryEntry, known: dict[str, dict[str, Any]])
         type="change",
         id=str(entry.run_id),
         op=str(entry.op),
+        kind=entry.kind,
         summary=_change_summary(entry, known),
         # an archive of thousands of days: its first paths (the summary counts them all)
         paths=[c.path for c in entry.changes[:TIMELINE_PATHS]],

@@ -70,9 +70,14 @@ def _row(ui: UI, w: dict[str, Any]) -> dict[str, Any]:
 
 
 def _last_consolidation(ui: UI, workspace_id: str) -> dict[str, Any] | None:
-    """The newest history change that is a consolidation (an op of that name), if the newest 50 events hold one."""
+    """The newest history change that is a consolidation, if the newest 50 events hold one."""
     try:
         events = ui.call(workspace_id, "timeline", limit=50).get("events", [])
     except DaemonError:  # a broken workspace still gets its line
         return None
-    return next((e for e in events if "consolidat" in str(e.get("op", ""))), None)
+    return next((e for e in events if e.get("type") == "change" and _consolidation(e)), None)
+
+
+def _consolidation(event: dict[str, Any]) -> bool:
+    """A change history records as a consolidation (its kind, or an op of that name)."""
+    return event.get("kind") in ("consolidate", "compact") or "consolidat" in str(event.get("op", ""))
