@@ -12,12 +12,12 @@ $(BIN)/python:
 
 # compileall: byte-compile once, so memoryctl starts fast even where PYTHONDONTWRITEBYTECODE is set.
 $(RUN_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[semantic,mcp]'
+	$(BIN)/python -m pip install --quiet -e '.[semantic,mcp,ui]'
 	$(BIN)/python -m compileall -q memoryd client >/dev/null
 	touch $@
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev,semantic,mcp]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,semantic,mcp,ui]'
 	$(BIN)/python -m compileall -q memoryd client >/dev/null
 	touch $@ $(RUN_STAMP)
 

@@ -31,7 +31,7 @@ log = structlog.get_logger("memoryd.app")
 
 def build_dispatcher(limits: ServerSettings | None = None) -> Handlers:
     """Every method registered; ``limits``: the server group (batch and reply sizes), its defaults when None."""
-    from memoryd.methods import admin, audit, compact, context, curate, lifecycle, notes, rules
+    from memoryd.methods import admin, audit, compact, context, curate, lifecycle, notes, review, rules
 
     dispatcher: Handlers = Dispatcher(limits=limits or ServerSettings())
     admin.register(dispatcher)
@@ -41,6 +41,7 @@ def build_dispatcher(limits: ServerSettings | None = None) -> Handlers:
     curate.register(dispatcher)
     compact.register(dispatcher)
     audit.register(dispatcher)
+    review.register(dispatcher)
     lifecycle.register(dispatcher)
     return dispatcher
 

@@ -120,6 +120,7 @@ def test_help_lists_every_verb() -> None:
             "validate",
             "context",
             "mcp",
+            "ui",
             "install",
             "forget",
             "restore",

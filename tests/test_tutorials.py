@@ -6,7 +6,7 @@ How to write a tutorial page so that this test runs it (and fails when the page 
   next line); the lines after it, up to the next `$ ` line or the end of the block, are the output the page shows.
   The test runs the command with bash and compares its standard output and standard error with those lines.
 - The date 2026-02-01 in a command or a file stands for today. Normalised before comparing, on both sides: dates
-  (→ <date>), times (09:30 → <time>), durations (12 ms → <n> ms), ids (ws_…, obs_…, ent_…, cr_…, apply_…, …), and
+  (→ <date>), times (09:30 → <time>), durations (12 ms → <n> ms), ids (ws_…, obs_…, ent_…, cr_…, apply_…, forget_…, …), and
   the temporary home (→ /home/you). A line that is exactly `…` stands for any number of lines. Blank lines at the ends are ignored. Lines after a command that ends in `# no output shown` are
   not compared.
 - Ids the page shows are mapped to the ids the run printed, in the order they appear, and replaced in every later
@@ -45,7 +45,7 @@ from tests.conftest import ROOT, Daemon, daemon_env, wait_for
 PAGE_DATE = "2026-02-01"  # the date the pages show for "today"
 TUTORIALS = sorted((ROOT / "docs" / "tutorial").glob("*.md"))
 SKIP = re.compile(r"^(make\b|git clone\b|\. \.venv/bin/activate\b)|# \(not run by the tests\)")
-ID = re.compile(r"\b(?:ws|obs|ent|cr|apply|edit|promote|reject|run)_[0-9A-Za-z]{8,}\b")
+ID = re.compile(r"\b(?:ws|obs|ent|cr|apply|edit|promote|reject|forget|restore|run)_[0-9A-Za-z]{8,}\b")
 NORMALISE = [
     (re.compile(r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)?"), "<date>"),
     (re.compile(r"\b\d{2}:\d{2}\b"), "<time>"),

@@ -12,6 +12,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 from memoryd.methods.services import Ctx, Handlers, Services, services
 from memoryd.models import Degraded, OwnerToken, Wire, WorkspaceRef
 from memoryd.notes.api import (
+    FilesResult,
     GetResult,
     IndexReport,
     RememberResult,
@@ -160,6 +161,12 @@ class GetParams(Wire):
     lines: int = Field(default=40, ge=1, le=200)
 
 
+class FilesParams(Wire):
+    workspace: str = WorkspaceRef
+    offset: int = Field(default=0, ge=0)
+    limit: int = Field(default=100, ge=1, le=1000)
+
+
 class IndexParams(ScopedParams):
     full: bool = Field(default=False, description="Rebuild from the files instead of an incremental pass.")
     rebuild_vectors: bool = Field(
@@ -263,6 +270,13 @@ def register(d: Handlers) -> None:
         app = services(ctx)
         ws = await app.workspace(p.workspace)
         return await app.notes.get(ws, p.path, p.from_line, p.lines)
+
+    @d.register("files", FilesParams, FilesResult)
+    async def files(ctx: Ctx, p: FilesParams) -> FilesResult:
+        """The workspace's Markdown memory files as the index has them (path, kind, size, time): MEMORY.md,
+        INSIGHTS.md, HISTORY.md, the daily files newest first, then the archive; a page at a time."""
+        app = services(ctx)
+        return await app.notes.files(await app.workspace(p.workspace), p.offset, p.limit)
 
     @d.register("index", IndexParams, IndexResult)
     async def index(ctx: Ctx, p: IndexParams) -> IndexResult:

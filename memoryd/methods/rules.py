@@ -136,7 +136,9 @@ def register(d: Handlers) -> None:
         new change with its own run_id. A file changed since is refused (MEMORY_CONFLICT names the later change to
         restore first). status shows a long restore's progress (rules.change)."""
         app = services(ctx)
-        ws = await app.workspace(p.workspace, write=True)
+        ws = await app.workspace(p.workspace, write=not p.dry_run)
+        if p.dry_run:
+            return await app.rules.restore(ws, p.run_id, p.reason, p.dry_run)
         async with app.runtime.deferred(ws):  # an archive undone: thousands of files, indexed once
             return await app.runtime.wrote(ws, await app.rules.restore(ws, p.run_id, p.reason))
 

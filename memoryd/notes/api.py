@@ -59,6 +59,20 @@ class GetResult(Wire):
     text: str
 
 
+class MemoryFile(Wire):
+    path: str = Field(description="Relative to the workspace: memory/…")
+    kind: Literal["memory", "insights", "history", "daily", "archive", "other"]
+    bytes: int
+    modified: str = Field(description="ISO time of the indexed version.")
+
+
+class FilesResult(Wire):
+    files: list[MemoryFile] = Field(
+        description="MEMORY.md, INSIGHTS.md, HISTORY.md, then daily files newest first, then the archive's."
+    )
+    total: int
+
+
 class IndexReport(Wire):
     workspace_id: str
     files_indexed: int

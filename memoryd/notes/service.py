@@ -8,7 +8,8 @@ commit (notes/remember.py), the search pipeline (notes/search.py) and its fusion
 
 from __future__ import annotations
 
-from datetime import datetime
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
@@ -36,6 +37,7 @@ log = structlog.get_logger("memoryd.notes")
 REBUILD_VECTORS_REASONS = frozenset({"vector_dimension_mismatch", "vector_model_mismatch", "vector_index_unusable"})
 
 
+DAILY_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")
 GET_CONCURRENCY = 4  # gets reading a file and building its answer at once (see NotesService.get)
 
 
@@ -201,6 +203,13 @@ class NotesService:
                 await anyio.to_thread.run_sync(lambda: memory_files.read(ws.path, path, from_line, lines, limit))
             )
 
+    async def files(self, ws: Workspace, offset: int, limit: int) -> api.FilesResult:
+        """The Markdown memory files the index holds (so no file walk: the review page lists them per request)."""
+        notes = await self._ready(self.get_notes(ws))
+        rows = await anyio.to_thread.run_sync(lambda: notes.index.listing("memory/"))
+        listed = _in_order([_file_entry(*row) for row in rows])
+        return api.FilesResult(files=listed[offset : offset + limit], total=len(listed))
+
     # --- index, validate, status --------------------------------------------------------------------------
 
     async def index(self, ws: Workspace, *, full: bool, rebuild_vectors: bool = False) -> api.IndexReport:
@@ -298,6 +307,29 @@ class NotesService:
             vectors=api.VectorStatus.model_validate(self.semantic.status(ws.id)),
             dictionary=None if self.dictionary is None else self.dictionary.state,
         )
+
+
+def _file_entry(path: str, size: int, mtime_ns: int) -> api.MemoryFile:
+    name = path.removeprefix("memory/")
+    kinds = {"MEMORY.md": "memory", "INSIGHTS.md": "insights", "HISTORY.md": "history"}
+    kind = kinds.get(name) or (
+        "archive" if name.startswith("archive/") else "daily" if DAILY_NAME.match(name) else "other"
+    )
+    modified = datetime.fromtimestamp(mtime_ns / 1e9, UTC).isoformat(timespec="seconds")
+    return api.MemoryFile.model_validate({"path": path, "kind": kind, "bytes": size, "modified": modified})
+
+
+FILE_KINDS = ("memory", "insights", "history", "daily", "other", "archive")
+
+
+def _in_order(files: list[api.MemoryFile]) -> list[api.MemoryFile]:
+    """The long-term files first, then the daily files newest first, others, then the archive newest first."""
+    out: list[api.MemoryFile] = []
+    for kind in FILE_KINDS:
+        out.extend(
+            sorted((f for f in files if f.kind == kind), key=lambda f: f.path, reverse=kind in ("daily", "archive"))
+        )
+    return out
 
 
 def rjieba_ok() -> bool:

@@ -124,6 +124,20 @@ class PlannedWrite(Wire):
     revision: int | None = None
 
 
+class FileDiff(Wire):
+    """One file of a change as a unified diff (bounded: ``truncated`` when lines were left out)."""
+
+    path: str
+    action: str = Field(description="create, update, delete or unchanged.")
+    diff: str = Field(description="Unified diff, before → after; empty when a side is unknown or too large.")
+    truncated: bool = False
+    after_known: bool = Field(
+        default=True,
+        description="False when the file changed again and no later backup holds what this change left.",
+    )
+    too_large: bool = False
+
+
 class ApplyResult(Wire):
     request_id: str
     run_id: str | None = Field(description="The change's id in history.jsonl and backups/ (None on dry_run).")
@@ -249,7 +263,11 @@ class TimelineEvent(Wire):
     id: str = Field(description="observation_id, the change's run_id, or the remembered entry's item id (ent_…).")
     summary: str
     op: str | None = Field(default=None, description="Changes: compile.apply, candidates.promote, …")
-    kind: str | None = Field(default=None, description="Observations: their kind.")
+    kind: str | None = Field(
+        default=None,
+        description="Observations: their kind. Changes: what a curation change was (consolidate, compact, archive, "
+        "ttl), as history records it.",
+    )
     run_id: str | None = None
     model_id: str | None = None
     paths: list[str] | None = None
@@ -283,6 +301,7 @@ class CandidateMoveResult(Wire):
     rule_id: str
     writes: list[PlannedWrite]
     dry_run: bool = False
+    diffs: list[FileDiff] = Field(default_factory=list, description="With dry_run: each file's diff, now → after.")
 
 
 class ChangeProgress(Wire):
@@ -352,9 +371,45 @@ class RestoreParams(WorkspaceParams):
         pattern=ID_PATTERN, description="Any recorded change: a forget, a compile.apply, a promote, an archive…"
     )
     reason: str | None = Field(default=None, max_length=2000, description="Recorded in history.")
+    dry_run: bool = Field(
+        default=False,
+        description="Check and return what the restore would write, each file's diff included; write nothing "
+        "(a conflict is the same MEMORY_CONFLICT the restore would meet).",
+    )
 
 
 class RestoreResult(Wire):
-    run_id: str = Field(description="This restore's own id (restore it to redo the change).")
+    run_id: str | None = Field(description="This restore's own id (restore it to redo the change); None on dry_run.")
     restored: str = Field(description="The run it undid.")
     writes: list[PlannedWrite]
+    dry_run: bool = False
+    diffs: list[FileDiff] = Field(default_factory=list, description="With dry_run: each file's diff, now → restored.")
+
+
+# --- the review page's reads: items of a file, one change's diffs ------------------------------------------------
+
+
+class ItemsParams(WorkspaceParams):
+    path: str | None = Field(default=None, max_length=4096, description="Only the items of this memory file.")
+    offset: int = Field(default=0, ge=0)
+    limit: int = Field(default=100, ge=1, le=1000)
+
+
+class ItemsResult(Wire):
+    items: list[MemoryItem] = Field(description="By path, then line; forgotten ones carry deleted_at.")
+    total: int
+    forgotten: int = Field(description="How many of the total are forgotten.")
+
+
+class ChangeShowParams(WorkspaceParams):
+    run_id: str = Field(pattern=ID_PATTERN, description="A change history.jsonl records.")
+
+
+class ChangeShowResult(Wire):
+    run_id: str
+    op: str
+    ts: str | None = None
+    reason: str | None = None
+    record: dict[str, Any] = Field(description="The history line, its per-file changes left out (they are `files`).")
+    files: list[FileDiff]
+    restored_by: str | None = Field(default=None, description="The restore that undid it and is still in force.")

@@ -13,7 +13,7 @@ from memoryd import ids
 from memoryd.errors import AppError
 from memoryd.notes.daily import strip_private
 from memoryd.rules import api as m
-from memoryd.rules import changes, handedit, journal
+from memoryd.rules import changes, changeview, handedit, journal
 from memoryd.rules.ruleset import LoadedRule, overrides_yaml, rule_yaml
 from memoryd.rules.workspace import WorkspaceRules
 from memoryd.store.prepare import OVERRIDES, PROFILES
@@ -46,7 +46,11 @@ def move(
         writes.insert(0, _promotion(wr, candidate, now))
     planned = changes.planned(wr.root, writes)
     if dry_run:
-        return m.CandidateMoveResult(run_id=None, rule_id=rule_id, writes=planned, dry_run=True)
+        diffs = [
+            changeview.diff_of(w.path, p.action, journal.read_bytes(wr.root, w.path), w.content)
+            for w, p in zip(writes, planned, strict=True)
+        ]
+        return m.CandidateMoveResult(run_id=None, rule_id=rule_id, writes=planned, dry_run=True, diffs=diffs)
     run_id = ids.new_id(action)
     entry = {"op": f"candidates.{action}", "ts": now, "rule_id": rule_id}
     if reason:

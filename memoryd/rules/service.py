@@ -27,8 +27,8 @@ from memoryd.notes.daily import strip_private, strip_private_value
 from memoryd.rules import api as m
 from memoryd.rules import apply as compile_apply
 from memoryd.rules import candidates as candidate_moves
+from memoryd.rules import changeview, handedit, journal, review, undo
 from memoryd.rules import compile as comp
-from memoryd.rules import handedit, journal, review, undo
 from memoryd.rules import prepare as compile_prepare
 from memoryd.rules.evidence import EvidenceStore, file_of
 from memoryd.rules.extension import Curator
@@ -264,8 +264,12 @@ class RulesService:
         log.info("item_forgotten", workspace_id=ws.id, run_id=result.run_id)
         return result
 
-    async def restore(self, ws: Workspace, run_id: str, reason: str | None = None) -> m.RestoreResult:
-        result = await self._locked(ws, lambda wr: undo.restore(wr, run_id, reason))
+    async def restore(
+        self, ws: Workspace, run_id: str, reason: str | None = None, dry_run: bool = False
+    ) -> m.RestoreResult:
+        result = await self._locked(ws, lambda wr: undo.restore(wr, run_id, reason, dry_run))
+        if dry_run:
+            return result
         log.info("change_restored", workspace_id=ws.id, run_id=result.run_id, restored=result.restored)
         return result
 
@@ -337,6 +341,12 @@ class RulesService:
         return await self._read(
             ws, lambda wr: review.timeline(wr, since=since, until=until, run_id=run_id, limit=limit)
         )
+
+    async def items(self, ws: Workspace, path: str | None, offset: int, limit: int) -> m.ItemsResult:
+        return await self._read(ws, lambda wr: changeview.items(wr, path, offset, limit))
+
+    async def show_change(self, ws: Workspace, run_id: str) -> m.ChangeShowResult:
+        return await self._read(ws, lambda wr: changeview.show(wr, run_id))
 
     async def candidates(self, ws: Workspace, model_id: str | None = None) -> m.CandidatesListResult:
         return await self._read(ws, lambda wr: review.candidates(wr, model_id))

@@ -20,7 +20,7 @@ from memoryd.errors import AppError
 from memoryd.notes import items
 from memoryd.notes.daily import strip_private
 from memoryd.rules import api as m
-from memoryd.rules import journal
+from memoryd.rules import changeview, journal
 from memoryd.rules.workspace import WorkspaceRules
 
 
@@ -55,12 +55,12 @@ def forget(wr: WorkspaceRules, item_id: str, reason: str | None) -> m.ForgetResu
     )
 
 
-def restore(wr: WorkspaceRules, run_id: str, reason: str | None) -> m.RestoreResult:
+def restore(wr: WorkspaceRules, run_id: str, reason: str | None, dry_run: bool = False) -> m.RestoreResult:
     history = journal.read_history(wr.root)
     entry = next((e for e in history if e.run_id == run_id), None)
     if entry is None:
         raise AppError("MEMORY_RUN_NOT_FOUND", f"No recorded change {run_id}")
-    earlier = _restored_by(history, run_id)
+    earlier = changeview.restored_by(history, run_id)
     if earlier is not None:
         raise AppError(
             "MEMORY_CONFLICT",
@@ -80,6 +80,12 @@ def restore(wr: WorkspaceRules, run_id: str, reason: str | None) -> m.RestoreRes
     now = ids.iso(datetime.now())
     new_run = ids.new_id("restore")
     planned = [m.PlannedWrite(path=w.path, action=journal.action(current[w.path], w.content)) for w in writes]
+    if dry_run:  # what the review page shows before the restore button does anything
+        diffs = [
+            changeview.diff_of(w.path, p.action, current[w.path], w.content)
+            for w, p in zip(writes, planned, strict=True)
+        ]
+        return m.RestoreResult(run_id=None, restored=run_id, writes=planned, dry_run=True, diffs=diffs)
     record: dict[str, Any] = {"op": "restore", "ts": now, "restores": run_id, "restored_op": entry.op}
     if entry.kind is not None:  # a curation change undone: its kind too (archive, ttl, consolidate…)
         record["restored_kind"] = entry.kind
@@ -88,18 +94,6 @@ def restore(wr: WorkspaceRules, run_id: str, reason: str | None) -> m.RestoreRes
     journal.commit(wr.root, new_run, record, writes, progress=wr.reporter("restore"), current=current)
     wr.rules.reload([w.path for w in writes])
     return m.RestoreResult(run_id=new_run, restored=run_id, writes=planned)
-
-
-def _restored_by(history: list[journal.HistoryEntry], run_id: str) -> str | None:
-    """The restore that undid ``run_id`` and is still in force (not itself restored since), if any. Newest first:
-    a restore's own fate is known before it is met, since whatever undid it came later."""
-    undone_by: dict[str, str] = {}
-    for e in reversed(history):
-        if e.op == "restore" and e.restores is not None:
-            me = str(e.run_id)
-            if me not in undone_by:
-                undone_by.setdefault(e.restores, me)
-    return undone_by.get(run_id)
 
 
 def _reforget(

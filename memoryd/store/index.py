@@ -412,6 +412,11 @@ class NoteIndex:
         with self._reading() as reader:
             return {} if reader is None else queries.documents(reader)
 
+    def listing(self, prefix: str) -> list[tuple[str, int, int]]:
+        """(path, size, mtime_ns) of the indexed files under ``prefix``."""
+        with self._reading() as reader:
+            return [] if reader is None else queries.listing(reader, prefix)
+
     def sections(self, path: str) -> list[tuple[int, int, str, str]]:
         """The chunks of one indexed file, in order: (start_line, end_line, heading, text)."""
         with self._reading() as reader:

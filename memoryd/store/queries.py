@@ -133,6 +133,12 @@ def documents(reader: apsw.Connection) -> dict[str, str]:
     return {str(p): str(s) for p, s in reader.execute("SELECT path, sha256 FROM documents")}
 
 
+def listing(reader: apsw.Connection, prefix: str) -> list[tuple[str, int, int]]:
+    """(path, size, mtime_ns) of every indexed file under ``prefix``, by path."""
+    sql = "SELECT path, size, mtime_ns FROM documents WHERE substr(path, 1, ?) = ? ORDER BY path"
+    return [(str(p), int(s), int(t)) for p, s, t in reader.execute(sql, (len(prefix), prefix))]
+
+
 def sections(reader: apsw.Connection, path: str) -> list[tuple[int, int, str, str]]:
     """The chunks of one indexed file, in order: (start_line, end_line, heading, text)."""
     sql = (

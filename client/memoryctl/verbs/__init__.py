@@ -52,6 +52,7 @@ VERBS = {
     "validate": "check layout, headings and paths",
     "context": "what a host injects: stable rules and memory, then recall for a prompt",
     "mcp": "serve this project's memory to an agent over MCP (stdio)",
+    "ui": "review memory, rules, provenance and history in a local browser page",
     "install": "configure Claude Code, Codex or OpenCode to use memoryd (hooks and MCP server)",
     "forget": "hide a remembered entry from search and context (kept for audit; restore undoes it)",
     "restore": "undo a recorded change by its run id (forget, compile apply, promote, archive, ttl, restore)",
@@ -73,7 +74,7 @@ VERBS = {
 
 NOTES = ("status", "init", "remember", "search", "get", "index", "validate", "context", "forget", "answer")
 RULES = ("observe", "compile", "resolve", "rules", "timeline", "candidates")
-ADMIN = ("ping", "workspace", "mcp", "install", "hook", "merge-file")
+ADMIN = ("ping", "workspace", "mcp", "ui", "install", "hook", "merge-file")
 CURATE = ("consolidate", "compact")
 AUDIT = ("audit",)
 LIFECYCLE = ("restore", "archive", "ttl")

@@ -8,7 +8,7 @@ import os
 
 from memoryctl.common import EXIT_OK, Args, Usage, project_root, to_json, workspace_of, write
 from memoryctl.quick import Spec
-from memoryctl.rpc import owner_token
+from memoryctl.rpc import RemoteError, owner_token
 
 TYPE_CHECKING = False  # `import typing` costs ~3 ms of start-up
 if TYPE_CHECKING:
@@ -47,6 +47,11 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
         p.add_argument("ours", metavar="OURS", help="our version: the merge is written over it (git's %%A)")
         p.add_argument("theirs", metavar="THEIRS", help="their version (git's %%B)")
         p.add_argument("path", metavar="PATH", nargs="?", help="the file's path in the repository (git's %%P; unused)")
+    elif verb == "ui":
+        p.add_argument("--no-browser", action="store_true", help="print the URL only; open no browser")
+        p.add_argument("--read-only", action="store_true", help="offer no writes (promote, reject, forget, restore)")
+        p.add_argument("--all", action="store_true", help="every workspace, read-only (owner)")
+        p.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (default: a free one)")
     elif verb == "hook":  # parsed here only for --help: memoryctl.hooks reads its own few words
         p.add_argument("host", choices=HOSTS, help="the host sending the hook JSON")
         p.add_argument("event", help="SessionStart, UserPromptSubmit, PostToolUse, PostToolUseFailure, Stop, …")
@@ -70,7 +75,32 @@ def local(args: Args, path: str, timeout: float) -> int | None:
         except ImportError as exc:
             raise Usage(f"memoryctl mcp needs the MCP SDK ({exc})", "pip install 'memoryd[mcp]'") from exc
         return mcp_server.run(path, workspace_of(args), timeout)
+    if args.verb == "ui":  # a server too: Starlette, Jinja2 and uvicorn are imported only here
+        return _ui(args, path, timeout)
     return None
+
+
+def _ui(args: Args, path: str, timeout: float) -> int:
+    try:
+        from memoryctl.ui import server
+    except ImportError as exc:
+        raise Usage(f"memoryctl ui needs the review page's packages ({exc})", "pip install 'memoryd[ui]'") from exc
+    if not 0 <= args.port <= 65535:
+        raise Usage(f"--port must be 0-65535, got {args.port}")
+    try:
+        return server.run(
+            path,
+            None if args.all else workspace_of(args),
+            timeout,
+            port=args.port,
+            owner=args.all,
+            read_only=args.read_only,
+            browser=not args.no_browser,
+        )
+    except server.DaemonError as exc:
+        raise RemoteError({"message": exc.message, "data": {"name": exc.name, "hint": exc.hint}}) from None
+    except OSError as exc:
+        raise Usage(f"cannot listen on 127.0.0.1:{args.port} ({exc.strerror})", "Pass another --port, or 0.") from None
 
 
 def _install(args: Args) -> int:

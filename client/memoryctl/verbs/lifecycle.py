@@ -24,6 +24,7 @@ def configure(verb: str, p: argparse.ArgumentParser, common: argparse.ArgumentPa
     if verb == "restore":
         p.add_argument("ref", metavar="RUN_ID", help="the change's run id (forget and timeline print it)")
         p.add_argument("--reason", help="why: recorded in history")
+        p.add_argument("--dry-run", action="store_true", help="show what it would put back, as diffs; write nothing")
         return
     if verb == "archive":
         what = "move daily files dated more than DAYS days ago (default: the setting, 30)"
@@ -45,6 +46,8 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:
         params["run_id"] = args.ref
         if args.reason:
             params["reason"] = args.reason
+        if args.dry_run:
+            params["dry_run"] = True
         return "restore", params
     if args.verb not in ("archive", "ttl"):
         raise Usage(f"unknown verb {args.verb}")
@@ -69,6 +72,10 @@ def _size(n: int) -> str:
 
 
 def _render_restore(r: dict[str, Any]) -> str:
+    if r.get("dry_run"):
+        lines = [f"would restore {r['restored']} (dry run: nothing written)"]
+        lines += [f"  {w['action']:<9} {w['path']}" for w in r.get("writes", [])]
+        return "\n".join(lines + [d["diff"].rstrip("\n") for d in r.get("diffs", []) if d.get("diff")])
     lines = [f"restored {r['restored']} as run {r['run_id']}"]
     writes = r.get("writes", [])
     lines += [f"  {w['action']:<9} {w['path']}" for w in writes[:SHOWN]]

@@ -244,6 +244,8 @@ def call(args: Args) -> tuple[str, dict[str, Any]]:  # noqa: C901, PLR0912 - one
         params = {"workspace": workspace_of(args), "id": args.ref}
         if args.reason:
             params["reason"] = args.reason
+        if verb == "restore" and getattr(args, "dry_run", False):
+            params["dry_run"] = True
         return verb, params
     raise Usage(f"unknown verb {verb}")
 
