@@ -34,6 +34,9 @@ class Provider(Protocol):
     name: str  # the provider setting's value: "use-m3", "e5-small", "openai-compatible"
     model: str  # what the vectors were made with: stored beside them, a change means re-embedding
     dimension: int
+    # encode is in-process CPU with no lock and no I/O: a search may run it on its own thread (no hop to the query
+    # embedding threads, whose budget is for what can hang — an endpoint — or wait — a model behind a lock)
+    inline: bool
 
     def encode(self, texts: list[str], *, query: bool = False, timeout_s: float | None = None) -> list[bytes]:
         """One normalised float32 vector per text (``query``: the text is a search, for models that tell;

@@ -38,6 +38,7 @@ def reply_cap(texts: int, dimension: int | None) -> int:
 
 class OpenAICompatible:
     name = "openai-compatible"
+    inline = False  # an endpoint can hang: the query embedding threads' budget bounds it
 
     def __init__(self, url: str, model: str, timeout_s: float, cancel: Cancel | None = None) -> None:
         if not url or not model:

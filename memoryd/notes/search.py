@@ -71,6 +71,7 @@ class Plan:
     vector_error: str | None
     window: dates.Window | None
     exclude: str | None = None  # the path prefix left out of the answer (archived files), None: none
+    inline: bool = False  # the vectors are made on the search thread (a local model: Provider.inline)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +156,8 @@ class SearchPipeline:
             candidates = max(candidates, WINDOW_CANDIDATES)  # entries of the window may rank low on words alone
         vectors: list[bytes | None] = [None] * len(phrasings)
         vector_error: str | None = None
-        if used != "bm25":
+        inline = used != "bm25" and self.semantic.inline()
+        if used != "bm25" and not inline:
             try:
                 for n, phrasing in enumerate(phrasings):
                     vectors[n] = await self.semantic.embed_query(phrasing)
@@ -166,7 +168,9 @@ class SearchPipeline:
                 vector_error = type(exc).__name__
         archived = self.settings.include_archive if options.include_archive is None else options.include_archive
         exclude = None if archived else ARCHIVED
-        return Plan(wanted, used, degraded, candidates, phrasings, tuple(vectors), vector_error, window, exclude)
+        return Plan(
+            wanted, used, degraded, candidates, phrasings, tuple(vectors), vector_error, window, exclude, inline
+        )
 
     def _read(
         self, notes: WorkspaceNotes, limit: int, snippet_max_chars: int, plan: Plan, reported: list[str]
@@ -178,8 +182,14 @@ class SearchPipeline:
         except IndexCorrupted as exc:
             return Found(None, exc.reason, None, reported)
         failed = plan.vector_error
+        vectors = plan.vectors
+        if plan.inline:  # a local model: embedded here, no hop to the query embedding threads and back
+            try:
+                vectors = tuple(self.semantic.embed_inline(p) for p in plan.phrasings)
+            except Exception as exc:  # the model failed on this text: words still answer
+                failed = type(exc).__name__
         best: dict[tuple[str, int, int], Candidate] = {}
-        for phrasing, vector in zip(plan.phrasings, plan.vectors, strict=True):
+        for phrasing, vector in zip(plan.phrasings, vectors, strict=True):
             try:
                 chosen, vector_failed = self._phrasing(notes, phrasing, vector, plan, hide)
             except IndexCorrupted as exc:

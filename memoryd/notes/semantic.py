@@ -324,6 +324,16 @@ class Semantic:
         wv.problem = Degraded(reason="vector_index_unusable", hint=REBUILD_HINT, message=why)
         log.warning("vectors_unavailable", workspace_id=wv.workspace_id, reason=wv.problem.reason, error=why)
 
+    def inline(self) -> bool:
+        """Whether a search embeds its query on its own thread (see ``Provider.inline``)."""
+        return self.provider is not None and self.provider.inline
+
+    def embed_inline(self, query: str) -> bytes:
+        """The query's vector, on the calling (search) thread: only when :meth:`inline`."""
+        provider = self.provider
+        assert provider is not None
+        return provider.encode([query], query=True)[0]
+
     async def embed_query(self, query: str) -> bytes:
         """The query's vector, within ``embedding_query_timeout_s`` all told (waiting for a thread included), in
         threads of its own. Raises :class:`TimeoutError` when the budget runs out or too many searches already
