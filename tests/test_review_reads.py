@@ -173,3 +173,11 @@ def test_timeline_names_the_kind_of_a_curation_change(daemon: Daemon, workspace:
     run = daemon.call("lifecycle.archive", {"workspace": ws})
     (newest,) = daemon.call("timeline", {"workspace": ws, "limit": 1})["events"]
     assert newest["id"] == run["run_id"] and newest["type"] == "change" and newest["kind"] == "archive"
+    # notes remembered since do not push the change out of a timeline of changes only
+    for n in range(3):
+        daemon.call("remember", {"workspace": ws, "text": f"note {n} 之后的笔记"})
+    (change,) = daemon.call("timeline", {"workspace": ws, "limit": 1, "types": ["change"]})["events"]
+    assert change["id"] == run["run_id"]
+    assert {e["type"] for e in daemon.call("timeline", {"workspace": ws})["events"]} == {"change", "remember"}
+    remembered = daemon.call("timeline", {"workspace": ws, "types": ["remember"]})["events"]
+    assert len(remembered) == 3 and {e["type"] for e in remembered} == {"remember"}

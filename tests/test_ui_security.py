@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -222,7 +223,8 @@ def test_memoryctl_ui_outside_a_workspace_says_so(daemon: Daemon) -> None:
 
 
 def test_the_overview_names_the_last_consolidation(server: Server, seeded: dict[str, Any]) -> None:
-    line = {"op": "compile.apply", "kind": "consolidate", "ts": "2026-11-20T08:00:00+00:00", "run_id": "apply_consol1"}
+    now = datetime.now(UTC).isoformat()  # the newest consolidation (the seeded workspace may hold older ones)
+    line = {"op": "compile.apply", "kind": "consolidate", "ts": now, "run_id": "apply_consol1"}
     with (seeded["root"] / "data/memory/history.jsonl").open("a") as f:
         f.write(json.dumps({**line, "changes": []}) + "\n")
     cookie = log_in(server)

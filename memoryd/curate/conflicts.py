@@ -23,7 +23,8 @@ import re
 from dataclasses import dataclass, field
 
 from memoryd.curate import patterns
-from memoryd.settings import CurateSettings, Resolution
+from memoryd.settings import CurateSettings
+from memoryd.settings_curation import Resolution
 
 KEY_MAX = 60  # characters of a key
 LINE_MAX = 2000  # longer lines are not read as preferences

@@ -107,7 +107,7 @@ def register(d: Handlers) -> None:
         restore) interleaved by time, newest first. A forget names what it hid: item id, path:line, first line."""
         app = services(ctx)
         ws = await app.workspace(p.workspace)
-        return await app.rules.timeline(ws, since=p.since, until=p.until, run_id=p.run_id, limit=p.limit)
+        return await app.rules.timeline(ws, since=p.since, until=p.until, run_id=p.run_id, limit=p.limit, types=p.types)
 
     @d.register("candidates.list", CandidatesListParams, CandidatesListResult)
     async def candidates_list(ctx: Ctx, p: CandidatesListParams) -> CandidatesListResult:

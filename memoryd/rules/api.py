@@ -255,6 +255,12 @@ class TimelineParams(WorkspaceParams):
     until: str | None = Field(default=None, max_length=64, description="ISO date or time (exclusive).")
     run_id: str | None = Field(default=None, pattern=ID_PATTERN)
     limit: int = Field(default=50, ge=1, le=1000)
+    types: list[Literal["observation", "change", "remember"]] | None = Field(
+        default=None,
+        max_length=3,
+        description='Only events of these types (e.g. ["change"]: the newest changes however many notes came '
+        "after them); null: all.",
+    )
 
 
 class TimelineEvent(Wire):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 import difflib
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -142,7 +142,9 @@ def timeline(
     until: str | None = None,
     run_id: str | None = None,
     limit: int = 50,
+    types: Iterable[str] | None = None,
 ) -> m.TimelineResult:
+    wanted = {"observation", "change", "remember"} if types is None else set(types)
     start = None if since is None else comp.parse_when(since, "since")
     end = None if until is None else comp.parse_when(until, "until")
 
@@ -153,7 +155,7 @@ def timeline(
     # (when, id, how to build the event): only the newest ``limit`` are built (10,000 remembered entries made a
     # timeline of 50 cost ~300 ms when every one became a model first)
     events: list[tuple[datetime, str, Callable[[], m.TimelineEvent]]] = []
-    for stored in wr.evidence.iter_ordered():
+    for stored in wr.evidence.iter_ordered() if "observation" in wanted else ():
         obs = stored.observation
         if run_id is not None and obs.run_id != run_id:
             continue
@@ -161,13 +163,14 @@ def timeline(
         if inside(moment):
             events.append((moment, obs.observation_id, partial(_observation_event, obs)))
     known = items.records(wr.root) if run_id is None else {}
-    moments = _item_moments(wr.root, known)  # what remember wrote (data/memory/items.jsonl), oldest first
+    # what remember wrote (data/memory/items.jsonl), oldest first
+    moments = _item_moments(wr.root, known) if "remember" in wanted else []
     low = 0 if start is None else bisect.bisect_left(moments, (start, ""))
     high = len(moments) if end is None else bisect.bisect_left(moments, (end, ""))
     skipped = max(high - low - (limit + 1), 0)  # older than any the answer can hold: counted, never built
     for moment, item_id in moments[low + skipped : high]:
         events.append((moment, item_id, partial(_item_event, item_id, known[item_id])))
-    if run_id is None:
+    if run_id is None and "change" in wanted:
         for entry in journal.read_history(wr.root):
             try:
                 moment = datetime.fromisoformat(str(entry.ts))

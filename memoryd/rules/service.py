@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import errno
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
 import anyio
@@ -337,9 +337,10 @@ class RulesService:
         until: str | None = None,
         run_id: str | None = None,
         limit: int = 50,
+        types: Sequence[str] | None = None,
     ) -> m.TimelineResult:
         return await self._read(
-            ws, lambda wr: review.timeline(wr, since=since, until=until, run_id=run_id, limit=limit)
+            ws, lambda wr: review.timeline(wr, since=since, until=until, run_id=run_id, limit=limit, types=types)
         )
 
     async def items(self, ws: Workspace, path: str | None, offset: int, limit: int) -> m.ItemsResult:

@@ -70,9 +70,10 @@ def _row(ui: UI, w: dict[str, Any]) -> dict[str, Any]:
 
 
 def _last_consolidation(ui: UI, workspace_id: str) -> dict[str, Any] | None:
-    """The newest history change that is a consolidation, if the newest 50 events hold one."""
+    """The newest history change that is a consolidation, if the newest 50 changes hold one (notes remembered
+    since do not push it out)."""
     try:
-        events = ui.call(workspace_id, "timeline", limit=50).get("events", [])
+        events = ui.call(workspace_id, "timeline", limit=50, types=["change"]).get("events", [])
     except DaemonError:  # a broken workspace still gets its line
         return None
     return next((e for e in events if e.get("type") == "change" and _consolidation(e)), None)
