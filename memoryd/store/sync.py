@@ -14,7 +14,7 @@ import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,11 +136,11 @@ class SyncPass:
             else:
                 wanted.append(rel)
         steps.reading(len(present) - len(wanted))
-        for number, (rel, read) in enumerate(self._reads(wanted), len(present) - len(wanted) + 1):
+        for number, rel in enumerate(wanted, len(present) - len(wanted) + 1):
             steps.reading(number)
             info = present[rel]
             old = known.get(rel)
-            data = self._outcome(rel, read, present)
+            data = self._read(rel, present)
             if data is None:
                 continue
             sha = hashlib.sha256(data).hexdigest()
@@ -156,19 +156,13 @@ class SyncPass:
             report.bytes_indexed += len(data)
         return changed, stale
 
-    def _reads(self, rels: list[str]) -> Iterator[tuple[str, bytes | OSError]]:
-        """Each file's bytes (or the error reading it raised), in order."""
-        return ((rel, _read_or_error(self.root / rel, self.max_file_bytes)) for rel in rels)
-
-    def _outcome(self, rel: str, read: bytes | OSError, present: dict[str, os.stat_result]) -> bytes | None:
+    def _read(self, rel: str, present: dict[str, os.stat_result]) -> bytes | None:
         """A file's bytes, or None (refused, or gone: then dropped from ``present``). Only a regular file is opened
-        (a FIFO swapped in since the walk would block the reading thread), and never more than the limit read. The
-        stat is older than the bytes read, so a file that grew meanwhile differs from the stored (mtime, size) and
-        is read again."""
+        (a FIFO swapped in since the walk would block this thread), and never more than the limit read. The stat
+        is older than the bytes read, so a file that grew meanwhile differs from the stored (mtime, size) and is
+        read again."""
         try:
-            if isinstance(read, OSError):
-                raise read
-            return read
+            return read_regular(self.root / rel, self.max_file_bytes)
         except FileNotFoundError:
             del present[rel]
         except FileTooLarge as exc:
@@ -253,13 +247,6 @@ def replace_tail(
             (after[0], after[1], after[2], time.time(), doc_id),
         )
     return len(rows) - removed
-
-
-def _read_or_error(path: Path, max_bytes: int) -> bytes | OSError:
-    try:
-        return read_regular(path, max_bytes)
-    except OSError as exc:
-        return exc
 
 
 def _encoded_size(prepared: tuple[int, bytes]) -> int:
