@@ -191,6 +191,14 @@ class ObservabilitySettings(Group):
         gt=0,
         le=100_000,
     )
+    recall_max_bytes: int = setting(
+        8 * 1024 * 1024,
+        "recall.jsonl grows by a row per prompt: when it would pass this many bytes it becomes recall.1.jsonl "
+        "(replacing the one before) and a new recall.jsonl starts, so the two stay under twice this; audit reads "
+        "across both.",
+        flat="observability_recall_max_bytes",
+        ge=4096,
+    )
     audit_max_bytes: int = setting(
         8 * 1024 * 1024,
         "audit reads at most this many bytes from the end of each observability file (and history.jsonl); older "

@@ -5,6 +5,7 @@ a would-be MEMORY.md that loses an answer the daemon injected."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -171,5 +172,35 @@ def test_replay_keep_bounds_the_store_through_the_daemon() -> None:
         kept = rows(root, observe.REPLAY)
         assert 2 <= len(kept) <= 4 and kept[-1]["query"] == "ERR_QZX42 串口超时 第6次"
         assert len(rows(root, observe.RECALL)) == 7  # the trace itself is append-only
+    finally:
+        d.stop()
+
+
+def test_recall_trace_rotates_at_its_size_and_audit_reads_both_generations() -> None:
+    """recall.jsonl grows by a row per prompt: past observability.recall_max_bytes it becomes recall.1.jsonl, so the
+    two stay bounded for ever; audit counts the rows of both. A FIFO planted as the older generation is refused,
+    never waited on."""
+    home = short_tmp()
+    d = Daemon(home, {**daemon_env(home), "MEMORYD_OBSERVABILITY_RECALL_MAX_BYTES": "4096"}).start()
+    try:
+        root = short_tmp("ws")
+        ws = d.call("workspace.add", {"path": str(root)})["workspace_id"]
+        remember_notes(d, ws)
+        for batch in range(8):
+            for n in range(8):
+                d.call("context", {"workspace": ws, "query_text": f"ERR_QZX42 串口超时 第{batch}批 {n}"})
+            d.call("audit", {"workspace": ws})  # waits for the batch's rows
+        current, older = root / observe.RECALL, root / observe.older(observe.RECALL)
+        assert older.name == "recall.1.jsonl" and older.exists()
+        assert current.stat().st_size <= 4096 and older.stat().st_size <= 4096
+        kept = rows(root, observe.older(observe.RECALL)) + rows(root, observe.RECALL)
+        assert 8 <= len(kept) < 64  # the oldest rows went with the generation before; the newest are all here
+        result = d.call("audit", {"workspace": ws})
+        assert metric(result, "recall")["total"]["rows"] == len(kept)
+
+        older.unlink()
+        os.mkfifo(older)
+        refused = metric(d.call("audit", {"workspace": ws}), "recall")
+        assert refused["refused"] and refused["total"]["rows"] == len(rows(root, observe.RECALL))
     finally:
         d.stop()

@@ -26,7 +26,7 @@ def audit(
     markdown: bool = False,
 ) -> AuditResult:
     files = {spec.file for spec in metrics.AUDIT}
-    read = {rel: observe.read_rows(root, rel, settings.audit_max_bytes) for rel in sorted(files)}
+    read = {rel: observe.read_rows(root, rel, settings.audit_max_bytes, rotated=True) for rel in sorted(files)}
     out = [_metric(spec, summarize(spec, read[spec.file].rows, since, None), read[spec.file]) for spec in metrics.AUDIT]
     gated = gates.gates(
         read[observe.ROUTING].rows, read[observe.OUTCOMES].rows, read[observe.RECALL].rows, now, settings

@@ -59,11 +59,31 @@ def dumps(rows: list[dict[str, Any]]) -> bytes:
     return b"\n".join(orjson.dumps(row) for row in rows)
 
 
-def append(root: Path, rel: str, rows: list[dict[str, Any]]) -> None:
+def append(root: Path, rel: str, rows: list[dict[str, Any]], *, rotate_bytes: int | None = None) -> None:
     """Append ``rows`` to the workspace file ``rel`` with one write (``fsio.append_line``: whole lines, fsynced,
-    no symlink followed)."""
-    if rows:
-        append_raw(root, rel, dumps(rows))
+    no symlink followed). With ``rotate_bytes``, a file that would grow past it is first renamed to its older
+    generation (:func:`older`, replacing the one before): the file and its older generation together stay under
+    twice ``rotate_bytes`` however long the workspace lives, and :func:`read_rows` reads across both."""
+    if not rows:
+        return
+    data = dumps(rows)
+    if rotate_bytes is not None:
+        try:
+            _, size = fsio.read_tail(root / rel, 0, root=root)
+        except FileNotFoundError:
+            size = 0
+        except OSError:  # not a regular file (a FIFO, a symlink planted there): the append below refuses it
+            size = 0
+        if size and size + len(data) + 1 > rotate_bytes:
+            fsio.rename(root / rel, root / older(rel), root=root)
+            log.info("observability_file_rotated", path=rel, bytes=size)
+    append_raw(root, rel, data)
+
+
+def older(rel: str) -> str:
+    """The older generation of the rotated file ``rel``: ``recall.jsonl`` → ``recall.1.jsonl``."""
+    stem, dot, suffix = rel.rpartition(".")
+    return f"{stem}.1.{suffix}" if dot else f"{rel}.1"
 
 
 def append_raw(root: Path, rel: str, data: bytes) -> None:
@@ -82,9 +102,28 @@ class Rows:
     refused: str | None = None  # why the file was not read at all (a FIFO, a symlink, unreadable)
 
 
-def read_rows(root: Path, rel: str, max_bytes: int) -> Rows:
-    """The rows of the workspace file ``rel``: at most its last ``max_bytes``, each line alone. A missing file has
-    no rows; one that is not a regular file (or a symlink) is refused and says why."""
+def read_rows(root: Path, rel: str, max_bytes: int, *, rotated: bool = False) -> Rows:
+    """The rows of the workspace file ``rel`` (with ``rotated``, of its older generation before them, :func:`append`):
+    at most ``max_bytes`` from the end (of the two together), each line alone. A missing file has no rows; one that
+    is not a regular file (or a symlink) is refused and says why."""
+    out = _read_one(root, rel, max_bytes)
+    left = max_bytes - out.size
+    if not rotated or out.truncated or out.refused is not None or left <= 0:
+        return out
+    before = _read_one(root, older(rel), left)
+    if before.size == 0 and before.refused is None:
+        return out
+    before.rows.extend(out.rows)
+    out.rows = before.rows
+    out.skipped.update(before.skipped)
+    out.truncated = before.truncated
+    out.size += before.size
+    if before.refused is not None:
+        out.refused = before.refused
+    return out
+
+
+def _read_one(root: Path, rel: str, max_bytes: int) -> Rows:
     out = Rows(rel)
     try:
         data, out.size = fsio.read_tail(root / rel, max_bytes, root=root)

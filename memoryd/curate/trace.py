@@ -179,7 +179,8 @@ class TraceWriter:
             root = jobs[0].root
             try:
                 if self.settings.trace:
-                    observe.append(root, observe.RECALL, [recall_row(j.recall) for j in jobs])
+                    rows = [recall_row(j.recall) for j in jobs]
+                    observe.append(root, observe.RECALL, rows, rotate_bytes=self.settings.recall_max_bytes)
                 if self.settings.replay:
                     files: dict[str, list[str] | None] = {}  # each memory file read once per batch
                     replays = [r for j in jobs if j.recall.answers and (r := replay_row(root, j.recall, files))]
