@@ -70,6 +70,7 @@ FLAT_BEFORE = [
     "observability_trace",
     "observability_replay",
     "observability_replay_keep",
+    "observability_recall_max_bytes",
     "audit_max_bytes",
     "gate_preferred_window_days",
     "gate_preferred_min_runs",
