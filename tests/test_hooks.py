@@ -274,6 +274,11 @@ def test_stop_counts_daily_notes_waiting_for_a_consolidation(daemon: Daemon, wor
     assert (rules["uncompiled_observations"], rules["unconsolidated_notes"]) == (0, 3)
     got = answer(hook(env, "claude", "Stop", stop))
     assert got is not None and got["decision"] == "block" and "3 daily notes" in got["reason"], got
+    assert "/consolidate" in got["reason"]  # Claude Code's command (the plugin's) …
+    for host in ("codex", "opencode"):  # … which Codex and OpenCode do not have: the steps alone
+        other = answer(hook(env, host, "Stop", stop))
+        assert other is not None and other["decision"] == "block" and "/consolidate" not in other["reason"]
+        assert "compile_prepare" in other["reason"] and "compile_apply" in other["reason"]
     request = daemon.call("compile.prepare", {"workspace": ws})
     assert len(request["request"]["consolidation"]["daily_notes"]) == 3
     consolidated = {

@@ -273,13 +273,15 @@ def run(
         for part in (f"{observations} observations" * bool(observations), f"{notes} daily notes" * bool(notes))
         if part
     )
+    # only Claude Code has the /consolidate command (the plugin's); Codex and OpenCode get the steps alone
+    how = ", as the /consolidate command says" if host == "claude" else ""
     return {
         "decision": "block",
         "reason": (
             f"memoryd: {what} of this project are waiting to be consolidated (into MEMORY.md and rules). Before "
-            "you finish, consolidate through the memory MCP tools, as the /consolidate command says: compile_prepare "
-            "→ answer the request it returns (memory_update, daily_sections, history_entry; rules where the evidence "
-            "supports them) → compile_apply with that answer. Then stop."
+            f"you finish, consolidate through the memory MCP tools{how}: compile_prepare → answer the request it "
+            "returns (memory_update, daily_sections, history_entry; rules where the evidence supports them) → "
+            "compile_apply with that answer. Then stop."
         ),
     }
 

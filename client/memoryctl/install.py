@@ -169,7 +169,9 @@ def _with_toml_block(text: str, exe: str, env: dict[str, str] | None = None) -> 
         # … and every tool asks first unless approved below: forget and compile_apply change files (reversible
         # with restore, still not something an agent should do unasked)
         "# memory_forget and compile_apply change files: Codex asks before each call (approve them in the",
-        "# session, or here); the tools that read or append are approved below.",
+        "# session, or here); `codex exec` cannot ask and refuses them unless the run approves them, e.g.",
+        "# -c 'mcp_servers.memoryd.tools.compile_apply.approval_mode=\"approve\"'. The tools that read or",
+        "# append are approved below.",
         'default_tools_approval_mode = "prompt"',
     ]
     if env:  # … and what this install ran with, for a Codex started without it
