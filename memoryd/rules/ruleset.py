@@ -28,7 +28,7 @@ from memoryd.rules import journal
 from memoryd.rules.api import TraceEntry
 from memoryd.rules.fwrange import FwRange, FwRangeError, parse_range, parse_version
 from memoryd.rules.models import Rule
-from memoryd.store.prepare import file_kind, indexed_files, indexed_stats
+from memoryd.store.prepare import Kind, file_kind, indexed_files, indexed_stats
 
 Layer = Literal["profile", "override", "candidate"]
 LAYER_RANK = {"profile": 0, "override": 1}
@@ -225,11 +225,14 @@ def load_file(
     return [LoadedRule(r, layer, rel, parse_range(r.fw_range)) for r in rules]
 
 
+RULE_KINDS: frozenset[Kind] = frozenset({"profile", "candidate", "override"})  # the trees of rule files
+
+
 def rule_files(root: Path, only: Iterable[str] | None = None) -> dict[str, tuple[Layer, os.stat_result]]:
     """The rule files of the workspace — every one, or those of ``only`` that exist — found as the index finds
     its files (store.prepare): the same trees, no hidden entries, no symlinks out, regular files only."""
     if only is None:
-        found: Iterable[tuple[str, os.stat_result]] = indexed_files(root)
+        found: Iterable[tuple[str, os.stat_result]] = indexed_files(root, kinds=RULE_KINDS)
     else:  # a change of thousands of daily files (an archive, its restore): only its rule files are looked at
         found = indexed_stats(root, [rel for rel in only if file_kind(rel) not in (None, "markdown")]).items()
     out: dict[str, tuple[Layer, os.stat_result]] = {}

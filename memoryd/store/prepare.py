@@ -72,6 +72,8 @@ NOT_UTF8 = "a name that is not UTF-8: not read, not indexed (rename it)"
 def utf8_name(name: str) -> bool:
     """Whether a name read from the disk is UTF-8. Python keeps other bytes as lone surrogates, which SQLite,
     JSON and YAML cannot carry: such a file is skipped and reported (issue 19, 2.6), never read."""
+    if name.isascii():  # most names: no encoding attempted (a sync of 2,401 files spent 7 ms here)
+        return True
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
@@ -95,14 +97,16 @@ def file_kind(rel: str) -> Kind | None:
     return None
 
 
-def indexed_files(root: Path, refused: dict[str, str] | None = None) -> Iterator[tuple[str, os.stat_result]]:
-    """(relative path, stat) of every indexed file, tree by tree, each in path order: no hidden entries, no
-    symlinked directories entered, no symlinks that leave the workspace, regular files only. Entries named like
-    indexed files but left out (a FIFO, a device, a symlink loop, a dangling symlink, a symlink out of the
-    workspace) go into ``refused``, with the reason, when it is given."""
+def indexed_files(
+    root: Path, refused: dict[str, str] | None = None, *, kinds: frozenset[Kind] | None = None
+) -> Iterator[tuple[str, os.stat_result]]:
+    """(relative path, stat) of every indexed file (of the trees holding ``kinds``, or all), tree by tree, each in
+    path order: no hidden entries, no symlinked directories entered, no symlinks that leave the workspace, regular
+    files only. Entries named like indexed files but left out (a FIFO, a device, a symlink loop, a dangling symlink,
+    a symlink out of the workspace) go into ``refused``, with the reason, when it is given."""
     real_root = root.resolve()
-    for tree, _kind, suffixes in TREES:
-        if not _inside(real_root, root / tree):
+    for tree, kind, suffixes in TREES:
+        if (kinds is not None and kind not in kinds) or not _inside(real_root, root / tree):
             continue
         found: list[tuple[str, os.stat_result]] = []
         pending = [tree]
