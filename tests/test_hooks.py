@@ -281,6 +281,10 @@ def test_stop_counts_daily_notes_waiting_for_a_consolidation(daemon: Daemon, wor
         assert "compile_prepare" in other["reason"] and "compile_apply" in other["reason"]
     request = daemon.call("compile.prepare", {"workspace": ws})
     assert len(request["request"]["consolidation"]["daily_notes"]) == 3
+    # prepared, not applied (refused, declined): the notes still wait, and Stop still asks
+    assert daemon.call("status", {"workspace": ws})["workspaces"][0]["rules"]["unconsolidated_notes"] == 3
+    held = answer(hook(env, "claude", "Stop", stop))
+    assert held is not None and held["decision"] == "block" and "3 daily notes" in held["reason"], held
     consolidated = {
         "request_id": request["request_id"],
         "provenance_summary": {"observation_ids_used": []},

@@ -328,7 +328,8 @@ class RulesStatus(Wire):
     unconsolidated_notes: int = Field(
         default=0,
         description="Daily entries of the last consolidate_recent_days no consolidation has folded into MEMORY.md "
-        "yet (what compile.prepare would gather); `memoryctl hook … Stop` counts them with the observations.",
+        "yet (an outstanding request's included, until an apply covers them); `memoryctl hook … Stop` counts them "
+        "with the observations.",
     )
     outstanding_requests: int = Field(description="compile requests prepared and not yet applied")
     generation: int = Field(description="Bumped whenever the loaded rule set changes.")

@@ -442,8 +442,9 @@ class RulesService:
 
 
 def _unconsolidated(wr: WorkspaceRules, state: dict[str, Any], curator: Curator | None) -> int:
-    """Daily entries a new compile request would gather for consolidation (none held by an outstanding one)."""
+    """Daily entries no consolidation has covered yet — those an outstanding request holds included, as the
+    observations are: a request prepared and never applied (refused, declined) is handed out again by the next
+    prepare, so the Stop nudge keeps asking until an apply covers them."""
     if curator is None:
         return 0
-    taken = {str(i) for r in state["requests"].values() if r["status"] == "outstanding" for i in r.get("entries", ())}
-    return sum(len(chunk) for chunk in curator.select(wr, taken, None))
+    return sum(len(chunk) for chunk in curator.select(wr, set(), None))
