@@ -103,8 +103,8 @@ def summary(values: list[float]) -> str:
 
 def warm(rpc: Rpc, home: Path) -> None:
     """Wait for what a daemon reads once when it starts (the CC-CEDICT dictionary, ~1 s of one core holding the
-    GIL): a user registers a project with a daemon that has been running, and a registration during those first
-    seconds measures the dictionary's load, not the indexer."""
+    GIL; the embedding model, when there is one): a user registers a project with a daemon that has been running,
+    and a registration during those first seconds measures those loads, not the indexer."""
     scratch = home / "warm-up"
     (scratch / "memory").mkdir(parents=True, exist_ok=True)
     ws = rpc.call("workspace.add", {"path": str(scratch)})["workspace_id"]
@@ -113,3 +113,12 @@ def warm(rpc: Rpc, home: Path) -> None:
     while rpc.call("status", {"workspace": ws})["workspaces"][0].get("dictionary") == "loading":
         assert time.monotonic() < deadline, "the dictionary did not load in 60 s"
         time.sleep(0.05)
+    while _loading(rpc, ws):
+        assert time.monotonic() < deadline, "the embedding model did not load in 60 s"
+        time.sleep(0.05)
+
+
+def _loading(rpc: Rpc, ws: str) -> bool:
+    vectors = rpc.call("status", {"workspace": ws})["workspaces"][0].get("vectors") or {}
+    problem = vectors.get("problem") or {}
+    return problem.get("reason") == "embeddings_loading"

@@ -13,6 +13,7 @@ yet made — is a :class:`Degraded` (a stable reason and a hint): search answers
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import re
 import time
@@ -165,6 +166,9 @@ class Semantic:
             return
         self.problem = None
         provider = self.provider
+        # The model's objects live as long as the daemon: out of the collector's generations (as the dictionary's
+        # maps), so full collections during indexing do not walk them again.
+        gc.freeze()
         log.info(
             "semantic_ready",
             provider=provider.name,
