@@ -136,6 +136,12 @@ def main() -> None:
         help="run the client counts this many times in turn (a busy machine's "
         "load drifts between runs: the median ratio of rounds is steadier than one run)",
     )
+    parser.add_argument(
+        "--no-wait-vectors",
+        dest="wait_vectors",
+        action="store_false",
+        help="measure while the workspace is still being embedded (the embedding worker then competes for the cores)",
+    )
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
     print(f"# bench_parallel_search · {conditions()}")
@@ -154,6 +160,20 @@ def main() -> None:
             while status["workspaces"][0]["segments"] > 1:  # the idle merge, as a long-running daemon has done
                 time.sleep(0.1)
                 status = rpc.call("status", {"workspace": ws})
+            if args.wait_vectors:  # a long-running daemon's steady state: every passage embedded, nothing behind
+                started = time.perf_counter()
+                while True:
+                    vectors = rpc.call("status", {"workspace": ws})["workspaces"][0].get("vectors") or {}
+                    reason = (vectors.get("problem") or {}).get("reason")
+                    if reason not in (None, "embeddings_loading", "vectors_loading", "vectors_behind"):
+                        break  # no vectors here (embeddings off, no model): the searches are BM25's
+                    if reason is None and vectors.get("total") and vectors["embedded"] == vectors["total"]:
+                        break
+                    time.sleep(0.5)
+                print(
+                    f"  vectors: {vectors.get('embedded')} of {vectors.get('total')} embedded, "
+                    f"waited {time.perf_counter() - started:.0f} s"
+                )
             pid = int(status["pid"])
             ratios: dict[int, list[float]] = {c: [] for c in counts[1:]}
             for round_ in range(args.rounds):

@@ -93,3 +93,11 @@ def test_a_plain_hyphenated_word_is_not_an_identifier_that_stays_on_top() -> Non
     plain, code = from_lexical(found, words, {"on-call", "err_uart_timeout_0x3f"}, 2, weights, len(words))
     assert not plain.ident and plain.strength < 1.0
     assert code.ident and code.strength == 1.0
+
+
+def test_the_noise_floor_is_the_rank_th_similarity_and_nothing_when_the_workspace_is_smaller() -> None:
+    from memoryd.notes import fusion
+
+    cosines = [0.9 - n / 100 for n in range(48)]
+    assert fusion.noise_floor(cosines, 40) == cosines[39]
+    assert fusion.noise_floor(cosines[:39], 40) == 0.0  # fewer passages than the rank: every one may be an answer

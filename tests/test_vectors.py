@@ -274,3 +274,21 @@ def test_a_damaged_file_is_unusable_not_a_crash(tmp_path: Path) -> None:
     index.open("test-model", DIM)
     fill(index, vectors(3))
     assert index.embedded == 3
+
+
+def test_nearest_gives_the_noise_floor_s_distances_without_their_units(index: VectorIndex) -> None:
+    """The vector side reads the units of the passages it returns only; the floor's 40th distance comes from the
+    scan itself — in memory, and from vec0 once cells are trained — and an excluded path's units are left out."""
+    data = vectors(3000)
+    fill(index, data)
+    query = vectors(1, seed=3)[0]
+    for trained in (False, True):
+        if trained:
+            index.train()
+        hits, distances = index.nearest(query.tobytes(), 5, depth=40)
+        assert len(hits) == 5 and len(distances) == 48  # depth + 8 distances, five units read
+        assert distances == sorted(distances)
+        truth = np.sort(1.0 - data @ query)[:40]
+        assert abs(distances[39] - truth[39]) < 0.05  # int8's rounding aside, the 40th nearest
+        assert [round(h.distance, 6) for h in hits] == [round(d, 6) for d in distances[:5]]
+        assert not index.nearest(query.tobytes(), 5, depth=40, exclude="memory/")[0]

@@ -111,10 +111,11 @@ def from_vector(hit: VectorHit, words: list[str], floor: float = 0.0) -> Candida
     return Candidate(hit.passage, tuple(w for w in words if w in folded), cosine, via="vector", strength=strength)
 
 
-def noise_floor(cosines: list[float]) -> float:
-    """What an unrelated passage scores for this query here: the similarity of the last of the nearest passages
-    asked for (most of them are not the answer), which calibrates every model's cosines to the workspace."""
-    return cosines[-1] if cosines else 0.0
+def noise_floor(cosines: list[float], rank: int = FLOOR_RANK) -> float:
+    """What an unrelated passage scores for this query here: the similarity of the ``rank``-th nearest vector
+    (most of them are not the answer), which calibrates every model's cosines to the workspace; 0 when the
+    workspace has fewer (every passage may be an answer)."""
+    return cosines[rank - 1] if len(cosines) >= rank else 0.0
 
 
 def fuse(

@@ -244,13 +244,13 @@ class SearchPipeline:
         semantic: list[Candidate] = []
         failed = None
         if plan.used != "bm25" and vector is not None:
-            wanted = max(plan.candidates, fusion.FLOOR_RANK) + min(len(hide), plan.candidates)
+            wanted = plan.candidates + min(len(hide), plan.candidates)
             try:
-                near = self._nearest(notes, vector, wanted, plan.exclude)
+                near, distances = self._nearest(notes, vector, wanted, plan.exclude)
             except Exception as exc:  # the vector file failed: words still answer
                 failed = type(exc).__name__
-                near = []
-            floor = fusion.noise_floor([1.0 - h.distance for h in near]) if len(near) >= fusion.FLOOR_RANK else 0.0
+                near, distances = [], []
+            floor = fusion.noise_floor([1.0 - d for d in distances[: fusion.FLOOR_RANK]], fusion.FLOOR_RANK)
             near = [h for h in near if (h.passage.path, h.passage.section_start) not in hide][: plan.candidates]
             semantic = [fusion.from_vector(h, parsed.words[: textindex.MAX_TERMS], floor) for h in near]
         keep = plan.candidates if plan.window is None else len(lexical) + len(semantic)  # the window sorts them all
@@ -260,18 +260,16 @@ class SearchPipeline:
             fused = (semantic or lexical)[:keep]
         return fused, failed
 
-    def _nearest(self, notes: WorkspaceNotes, vector: bytes, k: int, exclude: str | None) -> list[VectorHit]:
-        """The ``k`` passages nearest to ``vector``, none under ``exclude``: when the excluded crowd the nearest
-        ``k`` out, four times as many are asked for once."""
-        near = self.semantic.nearest(notes.ws.id, vector, k)
-        if exclude is None:
-            return near
-        kept = [h for h in near if not h.passage.path.startswith(exclude)]
-        if len(kept) < k and len(near) == k:
-            kept = [
-                h for h in self.semantic.nearest(notes.ws.id, vector, 4 * k) if not h.passage.path.startswith(exclude)
-            ]
-        return kept[:k]
+    def _nearest(
+        self, notes: WorkspaceNotes, vector: bytes, k: int, exclude: str | None
+    ) -> tuple[list[VectorHit], list[float]]:
+        """The ``k`` passages nearest to ``vector``, none under ``exclude``, and the distances of the nearest
+        FLOOR_RANK vectors, whose units are not read (the noise floor's). When the excluded crowd the nearest vectors
+        out, four times as many are looked through once."""
+        near, distances = self.semantic.nearest(notes.ws.id, vector, k, fusion.FLOOR_RANK, exclude)
+        if exclude is not None and len(near) < k and len(distances) == max(k, fusion.FLOOR_RANK) + 8:  # cut short
+            near, _ = self.semantic.nearest(notes.ws.id, vector, 4 * max(k, fusion.FLOOR_RANK), 0, exclude)
+        return near[:k], distances
 
     def _answer(self, notes: WorkspaceNotes, plan: Plan, found: Found) -> api.WorkspaceHits:
         ws_id = notes.ws.id

@@ -363,11 +363,14 @@ class Semantic:
             self._query_waiting -= 1
         raise TimeoutError(f"no query vector within {budget:g} s")
 
-    def nearest(self, workspace_id: str, vector: bytes, k: int) -> list[VectorHit]:
-        """The ``k`` passages nearest to the query's ``vector`` (worker thread; :meth:`problem_for` said None)."""
+    def nearest(
+        self, workspace_id: str, vector: bytes, k: int, depth: int = 0, exclude: str | None = None
+    ) -> tuple[list[VectorHit], list[float]]:
+        """The ``k`` passages nearest to the query's ``vector`` (none under ``exclude``), and the distances of the
+        nearest ``max(k, depth)`` vectors (a search thread; :meth:`problem_for` said None)."""
         wv = self._by_id[workspace_id]
         try:
-            hits = wv.index.search(vector, k)
+            hits = wv.index.nearest(vector, k, depth, exclude=exclude)
             self.check_damage(wv)  # answered from SQLite's cache and log: the file itself may be gone
             return hits
         except Exception as exc:

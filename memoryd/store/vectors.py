@@ -29,7 +29,7 @@ import apsw
 from memoryd import fsio
 from memoryd.store import migrations
 from memoryd.store.migrations import UnknownMigrations
-from memoryd.store.passage import Passage, Unit, VectorHit
+from memoryd.store.passage import Unit, VectorHit
 from memoryd.store.readers import ReaderPool, file_problem
 from memoryd.store.vector_schema import (
     KEPT_LEGACY,
@@ -47,7 +47,7 @@ from memoryd.store.vector_schema import (
     vec0_ddl,
 )
 from memoryd.store.vector_schema import arithmetic as _cells
-from memoryd.store.vectorscan import MemoryScan
+from memoryd.store.vectorscan import MemoryScan, units_of
 
 
 class _Interrupted(Exception):
@@ -442,48 +442,51 @@ class VectorIndex:
     def search(self, vector: bytes, k: int, probes: int | None = None) -> list[VectorHit]:
         """The ``k`` embedded units nearest to ``vector``, nearest first: among all of them before the cells are
         trained (in memory), then among those in the ``probes`` cells whose centroids are nearest (approximate)."""
+        return self.nearest(vector, k, probes=probes)[0]
+
+    def nearest(
+        self, vector: bytes, k: int, depth: int = 0, probes: int | None = None, exclude: str | None = None
+    ) -> tuple[list[VectorHit], list[float]]:
+        """:meth:`search` (no unit whose path starts with ``exclude``), and the cosine distances of the nearest
+        ``max(k, depth)`` vectors: how near the passages a query does not want come (a noise floor), without
+        reading the units of them all."""
         layout = self._layout
         if layout[1] is None and self._scale:
             with self._reading() as reader:
-                return (
-                    []
-                    if reader is None
-                    else self._scan.search(reader, layout[0], self.dimension, self._scale, vector, k)
-                )
+                if reader is None:
+                    return [], []
+                return self._scan.search(reader, layout[0], self.dimension, self._scale, vector, k, depth, exclude)
         try:
-            return self._search(layout, vector, k, probes)
+            return self._search(layout, vector, k, depth, probes, exclude)
         except apsw.SQLError:
             if self._layout is layout:
                 raise
-            return self._search(self._layout, vector, k, probes)  # trained meanwhile: the old table is gone
+            # trained meanwhile: the old table is gone
+            return self._search(self._layout, vector, k, depth, probes, exclude)
 
-    def _search(self, layout: tuple[str, Any], vector: bytes, k: int, probes: int | None) -> list[VectorHit]:
+    def _search(
+        self, layout: tuple[str, Any], vector: bytes, k: int, depth: int, probes: int | None, exclude: str | None
+    ) -> tuple[list[VectorHit], list[float]]:
         arithmetic = _cells()
         table, centroids = layout
         scale = self._scale
         if not scale:
-            return []
+            return [], []
         query = arithmetic.from_bytes(vector, len(vector) // 4)
         cells = arithmetic.nearest_cells(centroids, query[0], probes)
-        # vec0 answers k per cell: the nearest k of them all are kept; a vector no unit has any more (waiting
-        # for prune_cache) finds no unit, so a few more are asked for
+        # vec0 answers k per cell (it takes no LIMIT beside k): the nearest of them all are kept; then the units of
+        # the first ones only
+        wanted = max(k, depth) + 8
         sql = (
-            "SELECT u.path, u.start_line, u.lines, u.heading, u.section_start, u.section_lines, u.text, u.digest, "
-            f"near.distance FROM (SELECT rowid, distance FROM {table} WHERE embedding MATCH vec_int8(?) AND k = ? "
-            f"AND cell IN ({','.join(str(c) for c in cells)})) AS near "
-            "JOIN cache c ON c.vector_id = near.rowid JOIN units u ON u.digest = c.digest "
-            "ORDER BY near.distance, u.unit_id LIMIT ?"
+            f"SELECT rowid, distance FROM {table} WHERE embedding MATCH vec_int8(?) AND k = ? "
+            f"AND cell IN ({','.join(str(c) for c in cells)})"
         )
         with self._reading() as reader:
             if reader is None:
-                return []
-            rows = reader.execute(sql, (arithmetic.quantise(query, scale)[0].tobytes(), k + 8, k)).fetchall()
-        # L2 between unit vectors: d² = 2 - 2·cos, so the cosine distance is d² / 2 (d in int8 units: / scale)
-        return [
-            VectorHit(
-                Passage(str(p), int(s), int(n), str(h), int(ss), int(sl), str(t)),  # type: ignore[arg-type]
-                str(d),
-                (float(dist) / scale) ** 2 / 2,  # type: ignore[arg-type]
-            )
-            for p, s, n, h, ss, sl, t, d, dist in rows
-        ]
+                return [], []
+            rows = reader.execute(sql, (arithmetic.quantise(query, scale)[0].tobytes(), wanted)).fetchall()
+            rows.sort(key=lambda row: (float(row[1]), int(row[0])))  # type: ignore[arg-type]
+            del rows[wanted:]
+            # L2 between unit vectors: d² = 2 - 2·cos, so the cosine distance is d² / 2 (d in int8 units: / scale)
+            distances = [(float(dist) / scale) ** 2 / 2 for _, dist in rows]  # type: ignore[arg-type]
+            return units_of(reader, [int(vid) for vid, _ in rows], distances, k, exclude), distances  # type: ignore[arg-type]

@@ -51,26 +51,51 @@ class MemoryScan:
             return self._memory
 
     def search(
-        self, reader: apsw.Connection, table: str, dimension: int, scale: float, vector: bytes, k: int
-    ) -> list[VectorHit]:
-        """The ``k`` units nearest ``vector`` (float32 bytes, unit length), nearest first."""
+        self,
+        reader: apsw.Connection,
+        table: str,
+        dimension: int,
+        scale: float,
+        vector: bytes,
+        k: int,
+        depth: int = 0,
+        exclude: str | None = None,
+    ) -> tuple[list[VectorHit], list[float]]:
+        """The ``k`` units nearest ``vector`` (float32 bytes, unit length), nearest first, and the cosine distances
+        of the nearest ``max(k, depth)`` vectors (the units of only the first ones are read)."""
         arithmetic = _cells()
         ids, rows = self._matrix(reader, table, dimension, scale)
         if not len(ids):
-            return []
-        near, similarity = arithmetic.top(rows, arithmetic.from_bytes(vector, dimension)[0], k + 8)
-        chosen = [int(ids[n]) for n in near]
-        sql = (
-            "SELECT c.vector_id, u.path, u.start_line, u.lines, u.heading, u.section_start, u.section_lines, u.text, "
-            f"u.digest FROM cache c JOIN units u ON u.digest = c.digest WHERE c.vector_id IN ({','.join('?' * len(chosen))}) "
-            "ORDER BY u.unit_id"
-        )
-        units: dict[int, list[Any]] = {}
-        for vid, *row in reader.execute(sql, chosen):
-            units.setdefault(int(vid), []).append(row)
-        out = []
-        for vid, cosine in zip(chosen, similarity, strict=True):
-            for p, s, n, h, ss, sl, t, d in units.get(vid, ()):
-                passage = Passage(str(p), int(s), int(n), str(h), int(ss), int(sl), str(t))
-                out.append(VectorHit(passage, str(d), 1.0 - float(cosine)))
-        return out[:k]
+            return [], []
+        near, similarity = arithmetic.top(rows, arithmetic.from_bytes(vector, dimension)[0], max(k, depth) + 8)
+        distances = [1.0 - float(s) for s in similarity]
+        return units_of(reader, [int(ids[n]) for n in near], distances, k, exclude), distances
+
+
+def units_of(
+    reader: apsw.Connection, vector_ids: list[int], distances: list[float], k: int, exclude: str | None = None
+) -> list[VectorHit]:
+    """The nearest ``k`` units of the vectors ``vector_ids`` (nearest first, ``distances`` theirs), none whose path
+    starts with ``exclude``: each vector's units, in unit order (one text in many places has one vector and many
+    units), from the first ``k + 8`` vectors (a vector no unit has any more, waiting for prune_cache, finds none:
+    the slack covers it)."""
+    chosen = vector_ids[: k + 8]
+    if not chosen or k <= 0:
+        return []
+    sql = (
+        "SELECT c.vector_id, u.path, u.start_line, u.lines, u.heading, u.section_start, u.section_lines, u.text, "
+        f"u.digest FROM cache c JOIN units u ON u.digest = c.digest WHERE c.vector_id IN ({','.join('?' * len(chosen))}) "
+        + ("" if exclude is None else "AND substr(u.path, 1, ?) != ? ")
+        + "ORDER BY u.unit_id"
+    )
+    args: list[Any] = [*chosen] if exclude is None else [*chosen, len(exclude), exclude]
+    units: dict[int, list[Any]] = {}
+    for vid, *row in reader.execute(sql, args):
+        units.setdefault(int(vid), []).append(row)
+    out = []
+    for vid, distance in zip(chosen, distances, strict=False):
+        for p, s, n, h, ss, sl, t, d in units.get(vid, ()):
+            out.append(VectorHit(Passage(str(p), int(s), int(n), str(h), int(ss), int(sl), str(t)), str(d), distance))
+            if len(out) == k:
+                return out
+    return out
