@@ -136,6 +136,13 @@ class SemanticSettings(Group):
         "sp.model (empty: the copy the package ships).",
         flat="embedding_model",
     )
+    vector_memory_mb: int = setting(
+        256,
+        "The vector index is scanned in memory (float32 rows, the cells a search probes) while its vectors fit this "
+        "many MB — 2 KB a vector at 512 dimensions: ~130,000 vectors, ~10 MB of Markdown; past it, sqlite-vec scans "
+        "the file (about five times slower). 0: always the file.",
+        ge=0,
+    )
     timeout_s: float = setting(
         30.0,
         "openai-compatible: how long one background embeddings request may take in all (connect, wait and read "

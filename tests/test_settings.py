@@ -71,6 +71,7 @@ FLAT_BEFORE = [
     "observability_replay",
     "observability_replay_keep",
     "observability_recall_max_bytes",
+    "vector_memory_mb",
     "audit_max_bytes",
     "gate_preferred_window_days",
     "gate_preferred_min_runs",

@@ -29,9 +29,15 @@ def vectors(count: int, seed: int = 1) -> np.ndarray:
     return data.astype("<f4")
 
 
+@pytest.fixture(params=["memory", "vec0"])
+def scan(request: pytest.FixtureRequest) -> int:
+    """Where the vectors are scanned: in memory (the default budget), or by sqlite-vec from the file (budget 0)."""
+    return 256 * 1024 * 1024 if request.param == "memory" else 0
+
+
 @pytest.fixture
-def index(tmp_path: Path) -> VectorIndex:
-    vi = VectorIndex(tmp_path / "vectors.sqlite", extension_path())
+def index(tmp_path: Path, scan: int) -> VectorIndex:
+    vi = VectorIndex(tmp_path / "vectors.sqlite", extension_path(), memory_max_bytes=scan)
     vi.open("test-model", DIM)
     return vi
 
@@ -46,7 +52,7 @@ def nearest(vi: VectorIndex, query: np.ndarray, k: int, probes: int | None = Non
     return [h.digest for h in vi.search(query.tobytes(), k, probes)]
 
 
-def test_cells_answer_like_a_full_scan(index: VectorIndex, tmp_path: Path) -> None:
+def test_cells_answer_like_a_full_scan(index: VectorIndex, tmp_path: Path, scan: int) -> None:
     data = vectors(3000)
     fill(index, data)
     assert index.embedded == 3000 and index.probes() == 1
@@ -66,7 +72,7 @@ def test_cells_answer_like_a_full_scan(index: VectorIndex, tmp_path: Path) -> No
     assert found / (10 * len(queries)) >= 0.9  # the default probes: nearly all of what every cell finds
 
     index.close()  # the cells are in the file
-    again = VectorIndex(tmp_path / "vectors.sqlite", extension_path())
+    again = VectorIndex(tmp_path / "vectors.sqlite", extension_path(), memory_max_bytes=scan)
     again.open("test-model", DIM)
     assert again.probes() == 6 and again.trained_at == 3000
     assert [nearest(again, q, 10, probes=cells) for q in queries[:5]] == every[:5]  # the cells, from the file
@@ -244,7 +250,7 @@ def test_the_next_batch_is_found_by_an_index(tmp_path: Path) -> None:
     assert "USING INDEX units_digest" in plan
 
 
-def test_an_interrupted_training_changes_nothing(index: VectorIndex, tmp_path: Path) -> None:
+def test_an_interrupted_training_changes_nothing(index: VectorIndex, tmp_path: Path, scan: int) -> None:
     """The daemon stops during a training (a minute at 700k vectors): it gives up at its next batch, the old cells
     stay and answer, and a later training (after a reopen) runs."""
     data = vectors(3000)
@@ -255,7 +261,7 @@ def test_an_interrupted_training_changes_nothing(index: VectorIndex, tmp_path: P
     assert index.train(8) == 0
     assert index.probes() == 6 and [nearest(index, q, 5) for q in data[:10]] == before
     index.close()
-    again = VectorIndex(tmp_path / "vectors.sqlite", extension_path())
+    again = VectorIndex(tmp_path / "vectors.sqlite", extension_path(), memory_max_bytes=scan)
     again.open("test-model", DIM)
     assert again.probes() == 6 and [nearest(again, q, 5) for q in data[:10]] == before
     assert again.train(8) == 8 and again.probes() == 6 and len(again._layout[1]) == 8
@@ -292,3 +298,25 @@ def test_nearest_gives_the_noise_floor_s_distances_without_their_units(index: Ve
         assert abs(distances[39] - truth[39]) < 0.05  # int8's rounding aside, the 40th nearest
         assert [round(h.distance, 6) for h in hits] == [round(d, 6) for d in distances[:5]]
         assert not index.nearest(query.tobytes(), 5, depth=40, exclude="memory/")[0]
+
+
+def test_memory_and_vec0_probe_the_same_cells_and_agree(tmp_path: Path) -> None:
+    """The in-memory scan probes the cells vec0 would: after training, over the same file, both find the same
+    nearest (near-ties aside: vec0 quantises the query), and a vector stored since joins the memory's cells."""
+    path = tmp_path / "vectors.sqlite"
+    writer = VectorIndex(path, extension_path(), memory_max_bytes=0)
+    writer.open("test-model", DIM)
+    data = vectors(3000)
+    fill(writer, data)
+    assert writer.train() == 16
+    memory = VectorIndex(path, extension_path(), memory_max_bytes=256 * 1024 * 1024)
+    memory.open("test-model", DIM)
+    queries = vectors(40, seed=4)
+    on_file = [nearest(writer, q, 10) for q in queries]
+    in_memory = [nearest(memory, q, 10) for q in queries]
+    assert sum(len(set(a) & set(b)) for a, b in zip(on_file, in_memory, strict=True)) / 400 >= 0.95
+    extra = vectors(1, seed=5)[0]
+    memory.replace({"memory/2026-01-02.md": ("sha2", [unit(9999, "memory/2026-01-02.md")])}, [])
+    memory.store([(unit_id, digest, extra.tobytes()) for unit_id, _text, digest in memory.todo(1)])
+    assert nearest(memory, extra, 1) == ["d9999"]  # in the cell it was stored in, found by the next search
+    assert nearest(writer, extra, 1) == ["d9999"]

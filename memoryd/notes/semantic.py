@@ -110,7 +110,11 @@ class Semantic:
     def attach(self, workspace_id: str, text: NoteIndex) -> WorkspaceVectors:
         wv = self._by_id.get(workspace_id)
         if wv is None:
-            index = VectorIndex(self.state_dir / workspace_id / "vectors.sqlite", self._extension)
+            index = VectorIndex(
+                self.state_dir / workspace_id / "vectors.sqlite",
+                self._extension,
+                memory_max_bytes=self.settings.vector_memory_mb * 1024 * 1024,
+            )
             wv = self._by_id[workspace_id] = WorkspaceVectors(workspace_id, index, text)
         return wv
 

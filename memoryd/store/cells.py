@@ -129,3 +129,32 @@ def top(rows: Floats, query: Floats, k: int) -> tuple[list[int], list[float]]:
     best = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
     order = best[np.argsort(-scores[best], kind="stable")]
     return [int(n) for n in order], [float(scores[n]) for n in order]
+
+
+def by_cell(
+    ids_: npt.NDArray[np.int64], cells: npt.NDArray[np.int64], rows: Floats
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Floats, npt.NDArray[np.int64]]:
+    """The rows (with their ids and cells) in cell order, and where each cell's run starts: cell ``c`` is
+    ``starts[c]:starts[c + 1]`` (``starts`` has one more entry than the highest cell)."""
+    order = np.argsort(cells, kind="stable")
+    ids_, cells, rows = ids_[order], cells[order], rows[order]
+    highest = int(cells[-1]) if len(cells) else 0
+    return ids_, cells, rows, np.searchsorted(cells, np.arange(highest + 2)).astype(np.int64)
+
+
+def top_in(
+    rows: Floats, starts: npt.NDArray[np.int64], chosen: list[int] | None, query: Floats, k: int
+) -> tuple[list[int], list[float]]:
+    """:func:`top` among the rows of the ``chosen`` cells only (all rows for None): row numbers of ``rows``."""
+    if chosen is None:
+        return top(rows, query, k)
+    spans = [(int(starts[c]), int(starts[c + 1])) for c in chosen if 0 <= c < len(starts) - 1]
+    spans = [(a, b) for a, b in spans if b > a]
+    if not spans:
+        return [], []
+    scores = np.concatenate([rows[a:b] @ query for a, b in spans])
+    where = np.concatenate([np.arange(a, b) for a, b in spans])
+    k = min(k, len(scores))
+    best = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+    order = best[np.argsort(-scores[best], kind="stable")]
+    return [int(where[n]) for n in order], [float(scores[n]) for n in order]

@@ -58,7 +58,7 @@ __all__ = ["Unit", "VectorHit", "VectorIndex"]  # Unit and VectorHit live with P
 
 
 class VectorIndex:
-    def __init__(self, db_path: Path, extension: Path | None) -> None:
+    def __init__(self, db_path: Path, extension: Path | None, memory_max_bytes: int = 256 * 1024 * 1024) -> None:
         self.db_path = db_path
         self.extension = extension
         self._writer: apsw.Connection | None = None
@@ -78,8 +78,8 @@ class VectorIndex:
         self._removed = False  # units were removed since the last prune: vectors may be orphaned
         self._interrupted = threading.Event()  # set by interrupt(): a training in progress gives up
         self._file_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
-        # Below the cells' threshold the vectors are scanned in memory (store/vectorscan.py)
-        self._scan = MemoryScan()
+        # While they fit memory_max_bytes the vectors are scanned in memory (store/vectorscan.py), else by vec0
+        self._scan = MemoryScan(memory_max_bytes)
 
     def _connect_reader(self) -> apsw.Connection:
         conn = apsw.Connection(str(self.db_path), flags=apsw.SQLITE_OPEN_READONLY)
@@ -307,8 +307,8 @@ class VectorIndex:
                     for digest, _ in new:
                         conn.execute("INSERT INTO cache(digest) VALUES(?)", (digest,))
                         ids.append(conn.last_insert_rowid())
-                    self._insert(conn, ids, data, scale)
-                    self._scan.add(ids, cells.dequantise(cells.quantise(data, scale), scale))
+                    assigned = self._insert(conn, ids, data, scale)
+                    self._scan.add(ids, assigned, cells.dequantise(cells.quantise(data, scale), scale))
                 before = conn.total_changes()
                 conn.executemany(MARK_SQL, [(d,) for d in fresh])
                 marked = conn.total_changes() - before
@@ -316,18 +316,17 @@ class VectorIndex:
             self.vectors += len(new)
             self.embedded += marked
 
-    def _insert(self, conn: apsw.Connection, ids: list[int], data: Any, scale: float) -> None:
+    def _insert(self, conn: apsw.Connection, ids: list[int], data: Any, scale: float) -> list[int]:
         """Vectors (float rows of ``data``) into the current vec0 table, each in the cell of its nearest centroid
-        (cell 0 before training)."""
+        (cell 0 before training); returns their cells."""
         table, centroids = self._layout
         cells = _cells()
+        assigned: list[int] = cells.assign(centroids, data)
         conn.executemany(
             f"INSERT INTO {table}(rowid, cell, embedding) VALUES(?, ?, vec_int8(?))",
-            [
-                (i, c, row.tobytes())
-                for i, c, row in zip(ids, cells.assign(centroids, data), cells.quantise(data, scale), strict=True)
-            ],
+            [(i, c, row.tobytes()) for i, c, row in zip(ids, assigned, cells.quantise(data, scale), strict=True)],
         )
+        return assigned
 
     # --- cells: an inverted file (IVF) in vec0's partitions ----------------------------------------------
 
@@ -451,11 +450,14 @@ class VectorIndex:
         ``max(k, depth)`` vectors: how near the passages a query does not want come (a noise floor), without
         reading the units of them all."""
         layout = self._layout
-        if layout[1] is None and self._scale:
+        if self._scale and self._scan.fits(self.vectors, self.dimension):
             with self._reading() as reader:
                 if reader is None:
                     return [], []
-                return self._scan.search(reader, layout[0], self.dimension, self._scale, vector, k, depth, exclude)
+                table, centroids = layout
+                return self._scan.search(
+                    reader, table, self.dimension, self._scale, vector, k, depth, exclude, centroids, probes
+                )
         try:
             return self._search(layout, vector, k, depth, probes, exclude)
         except apsw.SQLError:

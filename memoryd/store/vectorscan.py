@@ -1,6 +1,8 @@
-"""The vector side's exact search in memory, for a workspace below the cells' threshold (store/vectors.py trains
-cells from 20,000 vectors): its vectors as one float32 matrix, scanned with one product — ~1 ms at 14,000 × 512,
-where vec0's int8 scan took ~8 — then the nearest ones' units read from SQLite.
+"""The vector side in memory, while the vectors fit a budget (``vector_memory_mb``, 256 MB: ~130,000 vectors of
+512 floats): the vectors as float32 rows in cell order, a search scanning the rows of the cells it probes (all of
+them before store/vectors.py trains cells, from 20,000 vectors) with one product per cell — ~1 ms at 14,000 × 512,
+where vec0's int8 scan took ~8, and ~1.5 ms for the 15,000 rows of six cells of 67,000 where vec0 took ~7 — then
+the nearest ones' units read from SQLite. Past the budget, vec0 scans the cells from the file.
 
 The matrix is read by the first search, grown as vectors are stored (the next search joins the new rows), and
 forgotten when vectors are removed, cells are trained or the file is reopened. Thread-safe.
@@ -18,35 +20,48 @@ from memoryd.store.vector_schema import arithmetic as _cells
 
 
 class MemoryScan:
-    def __init__(self) -> None:
-        self._memory: tuple[Any, Any] | None = None  # (vector ids, float32 rows)
-        self._parts: list[tuple[list[int], Any]] = []
+    """The vectors as float32 rows in memory, in cell order (one cell before training), each search scanning the
+    rows of the cells it probes — the cells vec0 would probe, scanned with numpy's product instead of vec0's
+    int8 loop (a fifth of the time or less). Kept while the vectors fit ``max_bytes``."""
+
+    def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        # (vector ids, their cells, float32 rows, where each cell's rows start): see cells.by_cell
+        self._memory: tuple[Any, Any, Any, Any] | None = None
+        self._parts: list[tuple[list[int], list[int], Any]] = []
         self._lock = threading.Lock()
 
-    def add(self, ids: list[int], rows: Any) -> None:
-        """Vectors just stored (float rows, as quantised) join the matrix, if one is kept."""
+    def fits(self, vectors: int, dimension: int) -> bool:
+        return vectors * dimension * 4 <= self.max_bytes
+
+    def add(self, ids: list[int], cells: list[int], rows: Any) -> None:
+        """Vectors just stored (float rows, as quantised, in the cells they went to) join the matrix, if one is
+        kept."""
         with self._lock:
             if self._memory is not None:
-                self._parts.append((ids, rows))
+                self._parts.append((ids, cells, rows))
 
     def forget(self) -> None:
         with self._lock:
             self._memory, self._parts = None, []
 
-    def _matrix(self, reader: apsw.Connection, table: str, dimension: int, scale: float) -> tuple[Any, Any]:
+    def _matrix(self, reader: apsw.Connection, table: str, dimension: int, scale: float) -> tuple[Any, Any, Any, Any]:
         arithmetic = _cells()
         with self._lock:
             if self._memory is None:
-                ids, raw = [], []
-                for i, v in reader.execute(f"SELECT rowid, embedding FROM {table}"):
+                ids, cells, raw = [], [], []
+                for i, c, v in reader.execute(f"SELECT rowid, cell, embedding FROM {table}"):
                     ids.append(int(i))
+                    cells.append(int(c))
                     raw.append(bytes(v))
-                rows = arithmetic.from_bytes(b"".join(raw), dimension, "int8")
-                self._memory = (arithmetic.ids(ids), arithmetic.dequantise(rows, scale))
+                rows = arithmetic.dequantise(arithmetic.from_bytes(b"".join(raw), dimension, "int8"), scale)
+                self._memory = arithmetic.by_cell(arithmetic.ids(ids), arithmetic.ids(cells), rows)
                 self._parts = []
             elif self._parts:
-                parts = [self._memory, *((arithmetic.ids(i), r) for i, r in self._parts)]
-                self._memory = arithmetic.stack(parts)
+                ids_, cells_, rows_, _ = self._memory
+                both = arithmetic.stack([(ids_, rows_), *((arithmetic.ids(i), r) for i, _, r in self._parts)])
+                cells_all = arithmetic.ids([*cells_.tolist(), *(c for _, cs, _ in self._parts for c in cs)])
+                self._memory = arithmetic.by_cell(both[0], cells_all, both[1])
                 self._parts = []
             return self._memory
 
@@ -60,14 +75,19 @@ class MemoryScan:
         k: int,
         depth: int = 0,
         exclude: str | None = None,
+        centroids: Any = None,
+        probes: int | None = None,
     ) -> tuple[list[VectorHit], list[float]]:
-        """The ``k`` units nearest ``vector`` (float32 bytes, unit length), nearest first, and the cosine distances
-        of the nearest ``max(k, depth)`` vectors (the units of only the first ones are read)."""
+        """The ``k`` units nearest ``vector`` (float32 bytes, unit length), nearest first, among the rows of the
+        ``probes`` cells nearest it (every row before training: ``centroids`` None), and the cosine distances of
+        the nearest ``max(k, depth)`` vectors (the units of only the first ones are read)."""
         arithmetic = _cells()
-        ids, rows = self._matrix(reader, table, dimension, scale)
+        ids, _cells_of, rows, starts = self._matrix(reader, table, dimension, scale)
         if not len(ids):
             return [], []
-        near, similarity = arithmetic.top(rows, arithmetic.from_bytes(vector, dimension)[0], max(k, depth) + 8)
+        query = arithmetic.from_bytes(vector, dimension)[0]
+        chosen = None if centroids is None else arithmetic.nearest_cells(centroids, query, probes)
+        near, similarity = arithmetic.top_in(rows, starts, chosen, query, max(k, depth) + 8)
         distances = [1.0 - float(s) for s in similarity]
         return units_of(reader, [int(ids[n]) for n in near], distances, k, exclude), distances
 
