@@ -16,7 +16,7 @@ import asyncio
 import contextvars
 import functools
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 import anyio
@@ -37,6 +37,10 @@ class ThreadPool:
         except RuntimeError:  # not on asyncio (anyio's trio backend): the portable way
             return await anyio.to_thread.run_sync(call)
         return await loop.run_in_executor(self._executor, call)
+
+    def submit(self, fn: Callable[[], T]) -> Future[T]:
+        """``fn()`` in one of the pool's threads, from a thread (a search overlapping two parts of its work)."""
+        return self._executor.submit(contextvars.copy_context().run, fn)
 
     async def close(self) -> None:
         """Refuse new calls and wait for the running ones to finish."""

@@ -51,3 +51,26 @@ async def test_a_cancelled_caller_returns_and_close_waits_for_the_running_call()
     assert finished == ["done"]  # close() returned only after the running call ended
     with pytest.raises(RuntimeError):  # and the pool takes no more calls
         await pool.run(lambda: None)
+
+
+async def test_submit_from_a_thread_runs_beside_it_with_its_context() -> None:
+    """A search thread hands the query's embedding to the pool and reads the words' side meanwhile: the two run
+    at once (each waits for the other to have started), and the bindings travel."""
+    pool = ThreadPool(1, "test-pool")
+    started, answered = threading.Event(), threading.Event()
+
+    def beside() -> tuple[str, str]:
+        started.set()
+        assert answered.wait(5)  # the submitting thread is still working: not one after the other
+        return threading.current_thread().name, _bound.get()
+
+    def search() -> tuple[str, str]:
+        _bound.set("request-8")
+        future = pool.submit(beside)
+        assert started.wait(5)
+        answered.set()
+        return future.result(5)
+
+    name, bound = await anyio.to_thread.run_sync(search)
+    await pool.close()
+    assert name.startswith("test-pool") and bound == "request-8"

@@ -183,22 +183,26 @@ class SearchPipeline:
             return Found(None, exc.reason, None, reported)
         failed = plan.vector_error
         vectors = plan.vectors
-        if plan.inline:  # a local model: embedded here, no hop to the query embedding threads and back
-            try:
-                vectors = tuple(self.semantic.embed_inline(p) for p in plan.phrasings)
-            except Exception as exc:  # the model failed on this text: words still answer
-                failed = type(exc).__name__
+        # a local model embeds the question in a thread of its own while this one reads the words' side
+        pending = self.semantic.embed_beside(plan.phrasings) if plan.inline else None
+        try:
+            words = [self._lexical(notes, phrasing, plan, hide) for phrasing in plan.phrasings]
+        except IndexCorrupted as exc:
+            return Found(None, exc.reason, None, reported)
+        except Exception:
+            problem = notes.index.check_file()  # truncated, replaced: what failed is the file
+            if problem is None:
+                raise
+            return Found(None, problem, None, reported)
+        finally:
+            if pending is not None:
+                try:
+                    vectors = pending.result()
+                except Exception as exc:  # the model failed on this text: words still answer
+                    failed = type(exc).__name__
         best: dict[tuple[str, int, int], Candidate] = {}
-        for phrasing, vector in zip(plan.phrasings, vectors, strict=True):
-            try:
-                chosen, vector_failed = self._phrasing(notes, phrasing, vector, plan, hide)
-            except IndexCorrupted as exc:
-                return Found(None, exc.reason, None, reported)
-            except Exception:
-                problem = notes.index.check_file()  # truncated, replaced: what failed is the file
-                if problem is None:
-                    raise
-                return Found(None, problem, None, reported)
+        for (parsed, lexical), vector in zip(words, vectors, strict=True):
+            chosen, vector_failed = self._fused(notes, parsed, lexical, vector, plan, hide)
             failed = failed or vector_failed
             for c in chosen:
                 key = (c.passage.path, c.passage.start_line, c.passage.lines)
@@ -218,29 +222,41 @@ class SearchPipeline:
         behind = [rel for rel in reported[:20] if not notes.index.is_current(rel)] + reported[20:]
         return Found(hits, notes.index.check_file(header=False), failed, behind)  # a stat: deleted or replaced?
 
-    def _phrasing(
-        self, notes: WorkspaceNotes, query: str, vector: bytes | None, plan: Plan, hide: set[tuple[str, int]]
-    ) -> tuple[list[Candidate], str | None]:
-        """One phrasing's passages, both sides fused, best first (at most ``plan.candidates``)."""
+    def _lexical(
+        self, notes: WorkspaceNotes, query: str, plan: Plan, hide: set[tuple[str, int]]
+    ) -> tuple[textindex.Query, list[Candidate]]:
+        """One phrasing read as words, and the passages the word side finds for it, best first."""
         parsed = textindex.parse_query(query)
         added = self.dictionary.words(parsed.words) if self.dictionary is not None else []
         terms = dictionary.expanded(parsed, added) if added else parsed.terms
-        lexical: list[Candidate] = []
-        if plan.used != "vector" and terms:
-            match = textindex.join_terms(notes.index.prune(terms))
-            count = plan.candidates + min(len(hide), plan.candidates)
-            found = [] if match is None else notes.index.search(match, count, exclude=plan.exclude)
-            if match is not None and plan.window is not None:  # the window's own files, whatever else ranks higher
-                seen = {(h.path, h.start_line) for h in found}
-                found += [
-                    h
-                    for h in notes.index.search(match, count, _files(plan.window, archived=plan.exclude is None))
-                    if (h.path, h.start_line) not in seen
-                ]
-            if hide:
-                found = [h for h in found if (h.path, h.start_line) not in hide]
-            weights, mass = word_weights(notes, parsed.words, added)
-            lexical = fusion.from_lexical(found, parsed.words + added, set(parsed.idents), len(found), weights, mass)
+        if plan.used == "vector" or not terms:
+            return parsed, []
+        match = textindex.join_terms(notes.index.prune(terms))
+        count = plan.candidates + min(len(hide), plan.candidates)
+        found = [] if match is None else notes.index.search(match, count, exclude=plan.exclude)
+        if match is not None and plan.window is not None:  # the window's own files, whatever else ranks higher
+            seen = {(h.path, h.start_line) for h in found}
+            found += [
+                h
+                for h in notes.index.search(match, count, _files(plan.window, archived=plan.exclude is None))
+                if (h.path, h.start_line) not in seen
+            ]
+        if hide:
+            found = [h for h in found if (h.path, h.start_line) not in hide]
+        weights, mass = word_weights(notes, parsed.words, added)
+        return parsed, fusion.from_lexical(found, parsed.words + added, set(parsed.idents), len(found), weights, mass)
+
+    def _fused(
+        self,
+        notes: WorkspaceNotes,
+        parsed: textindex.Query,
+        lexical: list[Candidate],
+        vector: bytes | None,
+        plan: Plan,
+        hide: set[tuple[str, int]],
+    ) -> tuple[list[Candidate], str | None]:
+        """One phrasing's passages, the word side's (``lexical``) and the meaning side's fused, best first (at most
+        ``plan.candidates``)."""
         semantic: list[Candidate] = []
         failed = None
         if plan.used != "bm25" and vector is not None:

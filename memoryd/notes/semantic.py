@@ -17,6 +17,7 @@ import gc
 import hashlib
 import re
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -341,6 +342,11 @@ class Semantic:
         provider = self.provider
         assert provider is not None
         return provider.encode([query], query=True)[0]
+
+    def embed_beside(self, queries: tuple[str, ...]) -> Future[tuple[bytes, ...]]:
+        """The queries' vectors, computed in a query-embedding thread while the calling (search) thread works on the
+        words: only when :meth:`inline` (a local model; numpy releases the GIL for its products)."""
+        return self._query_threads.submit(lambda: tuple(self.embed_inline(q) for q in queries))
 
     async def embed_query(self, query: str) -> bytes:
         """The query's vector, within ``embedding_query_timeout_s`` all told (waiting for a thread included), in
