@@ -182,6 +182,8 @@ def latency(provider: str, mb: float, rounds: int = 200) -> None:
             rss = int(Path(f"/proc/{pid}/status").read_text().split("VmRSS:")[1].split()[0]) // 1024
             queries = [t.query for t in targets] or ["why did we turn on flow control?"]
             for mode in MODES:
+                for n in range(50):  # warm (issue 21 item 8 compares warm p50s): each search thread's connection
+                    rpc.call("search", {"workspace": ws, "query": queries[-1 - n % len(queries)], "mode": mode})
                 times = []
                 for n in range(rounds):
                     started = time.perf_counter()
