@@ -5,7 +5,10 @@ from __future__ import annotations
 from datetime import date
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from memoryd.text import dates
 from memoryd.text.dates import entry_date, window
 
 NOW = date(2026, 3, 6)  # a Friday
@@ -49,3 +52,85 @@ def test_an_entry_is_dated_by_its_heading_then_its_file() -> None:
     assert entry_date("memory/2026-02-24.md", "2026-02-23 23:59 — note") == date(2026, 2, 23)
     assert entry_date("memory/2026-02-24.md", "Devices") == date(2026, 2, 24)
     assert entry_date("memory/MEMORY.md", "Devices") is None
+
+
+_TOKENS = [
+    *[
+        "上",
+        "这",
+        "本",
+        "个",
+        "前",
+        "大",
+        "昨",
+        "今",
+        "月",
+        "日",
+        "号",
+        "周",
+        "天",
+        "星期",
+        "礼拜",
+        "年",
+        "两",
+        "三",
+        "一",
+        "十",
+        "的",
+        "决定",
+    ],
+    *[
+        "last",
+        "this",
+        "on",
+        "the",
+        "day",
+        "before",
+        "yesterday",
+        "today",
+        "week",
+        "month",
+        "ago",
+        "days",
+        "of",
+        "8th",
+        "1st",
+        "24",
+        "2026",
+        "03",
+        "1",
+        "12",
+    ],
+    *[
+        "Jan",
+        "January",
+        "Sept",
+        "Tue",
+        "Tues",
+        "Thursday",
+        "Sunday",
+        "Monday",
+        "mon",
+        "what",
+        "did",
+        "we",
+        "decide",
+        "about",
+        "uart",
+    ],
+    "-",
+    "/",
+    ".",
+    ",",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_TOKENS), max_size=8), st.sampled_from(["", " "]))
+def test_the_cue_test_never_hides_a_date(tokens: list[str], sep: str) -> None:
+    """A question the quick test passes over holds no expression any pattern reads."""
+    question = sep.join(tokens)
+    folded = question.lower()
+    if dates._DIGIT.search(folded) is None and not any(cue in folded for cue in dates._CUES):
+        finders = (dates._iso, dates._zh_date, dates._en_date, dates._ago, dates._relative, dates._weekday)
+        assert all(find(question, date(2026, 3, 4)) is None for find in finders), question

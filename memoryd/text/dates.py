@@ -93,8 +93,28 @@ class Window:
         return day is not None and self.since <= day <= self.until
 
 
+# What every expression :func:`window` reads holds one of (lower case): a digit, a month's or weekday's first
+# three letters, "day", "week", "ago", or one of these characters. A question with none of them — most — is not
+# read further (twenty-odd patterns cost the event loop ~20 µs a search; this test ~2 µs).
+_CUES = (
+    *(name[:3] for name in MONTHS),
+    *(name[:3] for name in WEEKDAYS_EN),
+    "day",
+    "week",
+    "ago",
+    *"年月日号周天",
+    "星期",
+    "礼拜",
+)
+_CUES = tuple(dict.fromkeys(_CUES))
+_DIGIT = re.compile(r"\d")
+
+
 def window(question: str, today: date) -> Window | None:
     """The days a date or relative time in ``question`` means (the first one found), or None."""
+    folded = question.lower()
+    if _DIGIT.search(folded) is None and not any(cue in folded for cue in _CUES):
+        return None
     for find in (_iso, _zh_date, _en_date, _ago, _relative, _weekday):
         found = find(question, today)
         if found is not None:
