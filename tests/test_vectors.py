@@ -320,3 +320,31 @@ def test_memory_and_vec0_probe_the_same_cells_and_agree(tmp_path: Path) -> None:
     memory.store([(unit_id, digest, extra.tobytes()) for unit_id, _text, digest in memory.todo(1)])
     assert nearest(memory, extra, 1) == ["d9999"]  # in the cell it was stored in, found by the next search
     assert nearest(writer, extra, 1) == ["d9999"]
+
+
+def test_vectors_stored_after_the_matrix_was_read_are_found_before_and_after_they_join_it(tmp_path: Path) -> None:
+    """A backlog embedded while searches run: the memory's first batches wait in a tail (scanned with the probed
+    cells), a large tail is merged into the cells; both answer as vec0 does over the same file."""
+    from memoryd.store import vectorscan
+
+    path = tmp_path / "vectors.sqlite"
+    memory = VectorIndex(path, extension_path(), memory_max_bytes=256 * 1024 * 1024)
+    memory.open("test-model", DIM)
+    data = vectors(6000, seed=6)
+    memory.replace({"memory/2026-01-01.md": ("sha", [unit(n) for n in range(len(data))])}, [])
+    todo = memory.todo(len(data))
+    store = [(unit_id, digest, data[int(digest[1:])].tobytes()) for unit_id, _text, digest in todo]
+    memory.store(store[:3000])
+    assert memory.train() == 16
+    queries = vectors(30, seed=7)
+    nearest(memory, queries[0], 10)  # the matrix is read: 3,000 rows
+    on_file = VectorIndex(path, extension_path(), memory_max_bytes=0)
+    on_file.open("test-model", DIM)
+    for batch in (store[3000:3032], store[3032:]):  # a small batch (the tail), then enough to merge
+        memory.store(batch)
+        ours = [nearest(memory, q, 10) for q in queries]
+        theirs = [nearest(on_file, q, 10) for q in queries]
+        assert sum(len(set(a) & set(b)) for a, b in zip(ours, theirs, strict=True)) / 300 >= 0.95
+    merged = memory._scan._memory
+    assert memory._scan._tail is None and merged is not None and len(merged[0]) == 6000  # merged: 2,968 ≥ TAIL_MIN
+    assert vectorscan.TAIL_MIN <= 2968

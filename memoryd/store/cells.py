@@ -12,6 +12,7 @@ does so lazily and turns a missing numpy into a stated degradation).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -132,14 +133,32 @@ def top(rows: Floats, query: Floats, k: int) -> tuple[list[int], list[float]]:
 
 
 def by_cell(
-    ids_: npt.NDArray[np.int64], cells: npt.NDArray[np.int64], rows: Floats
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Floats, npt.NDArray[np.int64]]:
+    ids_: npt.NDArray[np.int64], cells: npt.NDArray[np.int64], rows: npt.NDArray[Any]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[Any], npt.NDArray[np.int64]]:
     """The rows (with their ids and cells) in cell order, and where each cell's run starts: cell ``c`` is
     ``starts[c]:starts[c + 1]`` (``starts`` has one more entry than the highest cell)."""
     order = np.argsort(cells, kind="stable")
     ids_, cells, rows = ids_[order], cells[order], rows[order]
     highest = int(cells[-1]) if len(cells) else 0
     return ids_, cells, rows, np.searchsorted(cells, np.arange(highest + 2)).astype(np.int64)
+
+
+def stack3(
+    parts: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.generic]]],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Floats]:
+    """Parts of an in-memory matrix (ids, cells, float rows) as one."""
+    return (
+        np.concatenate([i for i, _, _ in parts]),
+        np.concatenate([c for _, c, _ in parts]),
+        np.concatenate([r for _, _, r in parts]).astype("<f4", copy=False),
+    )
+
+
+def in_cells(cells: npt.NDArray[np.int64], chosen: list[int] | None) -> npt.NDArray[np.bool_]:
+    """Which of the rows (their ``cells``) are in the ``chosen`` cells (all of them for None)."""
+    if chosen is None:
+        return np.ones(len(cells), dtype=bool)
+    return np.isin(cells, np.asarray(chosen, dtype=np.int64))
 
 
 def top_in(

@@ -18,16 +18,24 @@ import apsw
 from memoryd.store.passage import Passage, VectorHit
 from memoryd.store.vector_schema import arithmetic as _cells
 
+TAIL_MIN = 2048  # vectors stored since the matrix was read are kept apart (scanned whole) up to this many …
+TAIL_SHARE = 8  # … or an eighth of the matrix, whichever is more; then merged into its cells (one sort, one copy)
+
 
 class MemoryScan:
     """The vectors as float32 rows in memory, in cell order (one cell before training), each search scanning the
     rows of the cells it probes — the cells vec0 would probe, scanned with numpy's product instead of vec0's
-    int8 loop (a fifth of the time or less). Kept while the vectors fit ``max_bytes``."""
+    int8 loop (a fifth of the time or less). Kept while the vectors fit ``max_bytes``.
+
+    Vectors stored after the matrix was read (a backlog being embedded: 32 at a time) wait in a small tail,
+    scanned whole with the probed cells' rows, and join the matrix once the tail is large: not a sort and a copy of
+    the whole matrix for every batch."""
 
     def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
         # (vector ids, their cells, float32 rows, where each cell's rows start): see cells.by_cell
         self._memory: tuple[Any, Any, Any, Any] | None = None
+        self._tail: tuple[Any, Any, Any] | None = None  # (ids, cells, float32 rows) stored since, not yet merged
         self._parts: list[tuple[list[int], list[int], Any]] = []
         self._lock = threading.Lock()
 
@@ -43,9 +51,11 @@ class MemoryScan:
 
     def forget(self) -> None:
         with self._lock:
-            self._memory, self._parts = None, []
+            self._memory, self._tail, self._parts = None, None, []
 
-    def _matrix(self, reader: apsw.Connection, table: str, dimension: int, scale: float) -> tuple[Any, Any, Any, Any]:
+    def _matrix(
+        self, reader: apsw.Connection, table: str, dimension: int, scale: float
+    ) -> tuple[tuple[Any, Any, Any, Any], tuple[Any, Any, Any] | None]:
         arithmetic = _cells()
         with self._lock:
             if self._memory is None:
@@ -54,16 +64,24 @@ class MemoryScan:
                     ids.append(int(i))
                     cells.append(int(c))
                     raw.append(bytes(v))
-                rows = arithmetic.dequantise(arithmetic.from_bytes(b"".join(raw), dimension, "int8"), scale)
-                self._memory = arithmetic.by_cell(arithmetic.ids(ids), arithmetic.ids(cells), rows)
-                self._parts = []
+                # put in cell order as int8 (a quarter of the floats' bytes), then made floats once
+                ordered = arithmetic.by_cell(
+                    arithmetic.ids(ids), arithmetic.ids(cells), arithmetic.from_bytes(b"".join(raw), dimension, "int8")
+                )
+                self._memory = (*ordered[:2], arithmetic.dequantise(ordered[2], scale), ordered[3])
+                self._tail, self._parts = None, []
             elif self._parts:
-                ids_, cells_, rows_, _ = self._memory
-                both = arithmetic.stack([(ids_, rows_), *((arithmetic.ids(i), r) for i, _, r in self._parts)])
-                cells_all = arithmetic.ids([*cells_.tolist(), *(c for _, cs, _ in self._parts for c in cs)])
-                self._memory = arithmetic.by_cell(both[0], cells_all, both[1])
+                parts = [] if self._tail is None else [self._tail]
+                parts += [(arithmetic.ids(i), arithmetic.ids(c), r) for i, c, r in self._parts]
                 self._parts = []
-            return self._memory
+                tail = arithmetic.stack3(parts)
+                ids_, cells_, rows_, _ = self._memory
+                if len(tail[0]) >= max(TAIL_MIN, len(ids_) // TAIL_SHARE):
+                    self._memory = arithmetic.by_cell(*arithmetic.stack3([(ids_, cells_, rows_), tail]))
+                    self._tail = None
+                else:
+                    self._tail = tail
+            return self._memory, self._tail
 
     def search(
         self,
@@ -82,14 +100,23 @@ class MemoryScan:
         ``probes`` cells nearest it (every row before training: ``centroids`` None), and the cosine distances of
         the nearest ``max(k, depth)`` vectors (the units of only the first ones are read)."""
         arithmetic = _cells()
-        ids, _cells_of, rows, starts = self._matrix(reader, table, dimension, scale)
-        if not len(ids):
+        (ids, _cells_of, rows, starts), tail = self._matrix(reader, table, dimension, scale)
+        if not len(ids) and tail is None:
             return [], []
         query = arithmetic.from_bytes(vector, dimension)[0]
         chosen = None if centroids is None else arithmetic.nearest_cells(centroids, query, probes)
-        near, similarity = arithmetic.top_in(rows, starts, chosen, query, max(k, depth) + 8)
-        distances = [1.0 - float(s) for s in similarity]
-        return units_of(reader, [int(ids[n]) for n in near], distances, k, exclude), distances
+        wanted = max(k, depth) + 8
+        near, similarity = arithmetic.top_in(rows, starts, chosen, query, wanted)
+        found = [(float(s), int(ids[n])) for n, s in zip(near, similarity, strict=True)]
+        if tail is not None:  # the vectors stored since: those in the probed cells
+            tail_ids, tail_cells, tail_rows = tail
+            keep = arithmetic.in_cells(tail_cells, chosen)
+            more, more_similarity = arithmetic.top(tail_rows[keep], query, wanted)
+            found += [(float(s), int(tail_ids[keep][n])) for n, s in zip(more, more_similarity, strict=True)]
+            found.sort(key=lambda f: -f[0])
+            del found[wanted:]
+        distances = [1.0 - s for s, _ in found]
+        return units_of(reader, [vid for _, vid in found], distances, k, exclude), distances
 
 
 def units_of(
