@@ -193,6 +193,8 @@ def main() -> None:
                     "  median over rounds: "
                     + ", ".join(f"{c} clients {statistics.median(r):.2f}×" for c, r in ratios.items())
                 )
+            rss = int(Path(f"/proc/{pid}/status").read_text().split("VmRSS:")[1].split()[0]) // 1024
+            print(f"  daemon RSS after the runs: {rss} MB")
             threads = len(list(Path(f"/proc/{pid}/task").iterdir()))
             print(f"  daemon threads after the runs: {threads} (anyio's default limiter allows 40 worker threads)")
             rpc.close()
