@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from common import Rpc, conditions, daemon, pct, summary
+from common import Rpc, conditions, daemon, pct, summary, wait_embedded
 from corpus import generate
 from memoryctl.hooks import DEADLINES
 
@@ -92,18 +92,9 @@ def mute_socket(path: Path) -> Iterator[Path]:
         server.close()
 
 
-def wait_embedded(rpc: Rpc, ws: str, limit_s: float = 600) -> str:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        vectors = rpc.call("status", {"workspace": ws})["workspaces"][0].get("vectors") or {}
-        if not vectors:
-            return "no vectors (status names none)"
-        if vectors.get("problem"):
-            return f"no vectors ({vectors['problem'].get('reason')})"
-        if vectors["embedded"] >= vectors["total"]:
-            return f"{vectors['provider']} vectors, {vectors['total']} passages embedded"
-        time.sleep(0.5)
-    return "vectors still embedding"
+def embedded_state(rpc: Rpc, ws: str) -> str:
+    problem, total, _took = wait_embedded(rpc, ws, timeout=600)
+    return f"{total} passages embedded" if problem is None else f"no vectors ({problem})"
 
 
 def main() -> None:
@@ -126,7 +117,7 @@ def main() -> None:
             rpc = Rpc(str(home / "run" / "memoryd.sock"))
             ws = rpc.call("workspace.add", {"path": str(work)})["workspace_id"]
             rpc.call("index", {"workspace": ws})
-            state = wait_embedded(rpc, ws) if args.vectors else "words only (MEMORYD_EMBEDDING_PROVIDER=none)"
+            state = embedded_state(rpc, ws) if args.vectors else "words only (MEMORYD_EMBEDDING_PROVIDER=none)"
             rpc.close()
             size = sum(p.stat().st_size for p in (work / "memory").glob("*.md")) / 1024 / 1024
             print(f"  daemon up: workspace of {size:.2f} MB of memory files, {state}")

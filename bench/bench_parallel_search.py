@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from common import Rpc, conditions, daemon
+from common import Rpc, conditions, daemon, wait_embedded
 from corpus import generate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -161,19 +161,8 @@ def main() -> None:
                 time.sleep(0.1)
                 status = rpc.call("status", {"workspace": ws})
             if args.wait_vectors:  # a long-running daemon's steady state: every passage embedded, nothing behind
-                started = time.perf_counter()
-                while True:
-                    vectors = rpc.call("status", {"workspace": ws})["workspaces"][0].get("vectors") or {}
-                    reason = (vectors.get("problem") or {}).get("reason")
-                    if reason not in (None, "embeddings_loading", "vectors_loading", "vectors_behind"):
-                        break  # no vectors here (embeddings off, no model): the searches are BM25's
-                    if reason is None and vectors.get("total") and vectors["embedded"] == vectors["total"]:
-                        break
-                    time.sleep(0.5)
-                print(
-                    f"  vectors: {vectors.get('embedded')} of {vectors.get('total')} embedded, "
-                    f"waited {time.perf_counter() - started:.0f} s"
-                )
+                problem, total, took = wait_embedded(rpc, ws)
+                print(f"  vectors: {problem or f'{total} embedded'}, waited {took:.0f} s")
             pid = int(status["pid"])
             ratios: dict[int, list[float]] = {c: [] for c in counts[1:]}
             for round_ in range(args.rounds):

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import apsw
-from common import Rpc, conditions, daemon, pct
+from common import Rpc, conditions, daemon, pct, wait_embedded
 from corpus import generate
 
 NOTES = [
@@ -151,17 +151,11 @@ def quality(provider: str) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _wait_embedded(rpc: Rpc, ws: str, at_least: int, timeout: float = 3600) -> tuple[int, float]:
-    started = time.perf_counter()
-    while time.perf_counter() - started < timeout:
-        vectors = rpc.call("status", {"workspace": ws})["workspaces"][0].get("vectors") or {}
-        problem = vectors.get("problem")
-        if problem and problem["reason"] not in ("embeddings_loading", "vectors_loading", "vectors_behind"):
-            raise SystemExit(f"vectors unavailable: {problem}")
-        if vectors.get("total", 0) >= at_least and vectors["embedded"] == vectors["total"]:
-            return int(vectors["total"]), time.perf_counter() - started
-        time.sleep(0.2)
-    raise SystemExit("embedding did not finish in time")
+def _wait_embedded(rpc: Rpc, ws: str, at_least: int) -> tuple[int, float]:
+    problem, total, took = wait_embedded(rpc, ws, at_least)
+    if problem is not None:
+        raise SystemExit(f"vectors unavailable: {problem}")
+    return total, took
 
 
 def latency(provider: str, mb: float, rounds: int = 200) -> None:

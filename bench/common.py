@@ -122,3 +122,22 @@ def _loading(rpc: Rpc, ws: str) -> bool:
     vectors = rpc.call("status", {"workspace": ws})["workspaces"][0].get("vectors") or {}
     problem = vectors.get("problem") or {}
     return problem.get("reason") == "embeddings_loading"
+
+
+WAITING = (None, "embeddings_loading", "vectors_loading", "vectors_behind")  # what a workspace still embedding says
+
+
+def wait_embedded(rpc: Rpc, ws: str, at_least: int = 1, timeout: float = 3600) -> tuple[str | None, int, float]:
+    """Until every passage of ``ws`` (at least ``at_least``) has a vector, as in a daemon that has been running:
+    (None, passages, seconds waited); or, when the workspace has no vectors to wait for (embeddings off, no model),
+    (the reason, 0, seconds); or ("still embedding", embedded, timeout)."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout:
+        vectors = rpc.call("status", {"workspace": ws})["workspaces"][0].get("vectors") or {}
+        reason = (vectors.get("problem") or {}).get("reason")
+        if not vectors or reason not in WAITING:
+            return str(reason or "no vectors"), 0, time.perf_counter() - started
+        if reason is None and vectors.get("total", 0) >= at_least and vectors["embedded"] == vectors["total"]:
+            return None, int(vectors["total"]), time.perf_counter() - started
+        time.sleep(0.2)
+    return "still embedding", int(vectors.get("embedded", 0)), timeout

@@ -390,7 +390,7 @@ class RulesService:
                 candidates=layers["candidate"],
                 observations=len(wr.evidence),
                 uncompiled_observations=comp.uncompiled(state, wr.evidence),
-                unconsolidated_notes=_unconsolidated(wr, state, curator),
+                unconsolidated_notes=_unconsolidated(wr, curator),
                 outstanding_requests=sum(1 for r in state["requests"].values() if r["status"] == "outstanding"),
                 generation=wr.rules.generation,
                 errors=wr.rules.errors() + wr.evidence.problems() + journal.history_problems(wr.root),
@@ -441,7 +441,7 @@ class RulesService:
         return await anyio.to_thread.run_sync(work)
 
 
-def _unconsolidated(wr: WorkspaceRules, state: dict[str, Any], curator: Curator | None) -> int:
+def _unconsolidated(wr: WorkspaceRules, curator: Curator | None) -> int:
     """Daily entries no consolidation has covered yet — those an outstanding request holds included, as the
     observations are: a request prepared and never applied (refused, declined) is handed out again by the next
     prepare, so the Stop nudge keeps asking until an apply covers them."""

@@ -111,8 +111,9 @@ class MemoryScan:
         if tail is not None:  # the vectors stored since: those in the probed cells
             tail_ids, tail_cells, tail_rows = tail
             keep = arithmetic.in_cells(tail_cells, chosen)
+            kept_ids = tail_ids[keep]
             more, more_similarity = arithmetic.top(tail_rows[keep], query, wanted)
-            found += [(float(s), int(tail_ids[keep][n])) for n, s in zip(more, more_similarity, strict=True)]
+            found += [(float(s), int(kept_ids[n])) for n, s in zip(more, more_similarity, strict=True)]
             found.sort(key=lambda f: -f[0])
             del found[wanted:]
         distances = [1.0 - s for s, _ in found]

@@ -96,17 +96,20 @@ class Window:
 # What every expression :func:`window` reads holds one of (lower case): a digit, a month's or weekday's first
 # three letters, "day", "week", "ago", or one of these characters. A question with none of them — most — is not
 # read further (twenty-odd patterns cost the event loop ~20 µs a search; this test ~2 µs).
-_CUES = (
-    *(name[:3] for name in MONTHS),
-    *(name[:3] for name in WEEKDAYS_EN),
-    "day",
-    "week",
-    "ago",
-    *"年月日号周天",
-    "星期",
-    "礼拜",
+_CUES = tuple(
+    dict.fromkeys(
+        [
+            *(name[:3] for name in MONTHS),
+            *(name[:3] for name in WEEKDAYS_EN),
+            "day",
+            "week",
+            "ago",
+            *"年月日号周天",
+            "星期",
+            "礼拜",
+        ]
+    )
 )
-_CUES = tuple(dict.fromkeys(_CUES))
 _DIGIT = re.compile(r"\d")
 
 
