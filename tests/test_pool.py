@@ -74,3 +74,39 @@ async def test_submit_from_a_thread_runs_beside_it_with_its_context() -> None:
     name, bound = await anyio.to_thread.run_sync(search)
     await pool.close()
     assert name.startswith("test-pool") and bound == "request-8"
+
+
+async def test_an_exception_reaches_the_caller_and_the_thread_serves_the_next_call() -> None:
+    pool = ThreadPool(1, "test-pool")
+
+    def fails() -> None:
+        raise ValueError("no such passage")
+
+    with pytest.raises(ValueError, match="no such passage"):
+        await pool.run(fails)
+    with pytest.raises(ValueError, match="no such passage"):
+        await anyio.to_thread.run_sync(lambda: pool.submit(fails).result(5))
+    assert await pool.run(lambda: 42) == 42
+    await pool.close()
+
+
+async def test_one_callers_calls_run_in_the_thread_that_ran_the_last_one() -> None:
+    """Each search thread has its own read connection and warm caches: calls one after another stay on one thread,
+    and a second thread starts only for a call that finds the first busy."""
+    pool = ThreadPool(2, "test-pool")
+    names = {await pool.run(lambda: threading.current_thread().name) for _ in range(20)}
+    assert len(names) == 1
+    entered, release = threading.Event(), threading.Event()
+
+    def busy() -> str:
+        entered.set()
+        release.wait(30)
+        return threading.current_thread().name
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(pool.run, busy)
+        await anyio.to_thread.run_sync(entered.wait, 30)
+        other = await pool.run(lambda: threading.current_thread().name)
+        release.set()
+    assert other not in names
+    await pool.close()

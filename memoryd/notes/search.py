@@ -110,7 +110,7 @@ class SearchPipeline:
         """``mode``: bm25, vector or hybrid; None = hybrid when vectors can serve, else BM25 (and say why)."""
         plan = await self._plan(notes, query, limit, mode, options or Options())
         reported = sorted(notes.pending)
-        deadline = anyio.current_time() + indexer.WAIT_S
+        deadline: float | None = None  # for a file being rebuilt: set at the first failed read
         while True:
             try:
                 self._running += 1
@@ -131,6 +131,7 @@ class SearchPipeline:
                     "The index file is damaged or gone and rebuilding it failed",
                     hint="Run `memoryctl index --full`; `memoryctl status` says what went wrong.",
                 )
+            deadline = anyio.current_time() + indexer.WAIT_S if deadline is None else deadline
             if anyio.current_time() >= deadline:
                 break
             await indexer.wait(notes, found.problem, deadline)

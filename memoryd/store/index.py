@@ -365,10 +365,7 @@ class NoteIndex:
         """Each token's inverse document frequency over the chunks, as BM25 weighs it (``ln(1 + (N - n + 0.5) /
         (n + 0.5))``; a token no chunk holds as one held once). Frequencies are cached as :meth:`prune` caches them."""
         total = self._chunk_count
-        with self._reading() as reader:
-            if reader is None:
-                raise IndexUnavailable("index is not open")
-            df = self._frequencies.of_tokens(reader, tokens, total)
+        df = self._frequencies_of(tokens, total)
         # a word no chunk holds weighs as one held once: the question's words the notes lack count against a passage
         # as much as the rarest they hold, not more (in a small workspace every word they hold is "common")
         held = {t: max(df[t], 1) for t in tokens}
@@ -387,11 +384,19 @@ class NoteIndex:
         total = self._chunk_count
         if total < PRUNE_MIN_CHUNKS:
             return terms
+        df = self._frequencies_of([t.token for t in terms if t.token is not None], total)
+        return queries.prune(terms, df, total)
+
+    def _frequencies_of(self, tokens: list[str], total: int) -> dict[str, int]:
+        """The document frequencies of ``tokens``: from the cache when it holds them all, else those it lacks read
+        (:class:`queries.Frequencies`)."""
+        known = self._frequencies.known(tokens, total)
+        if known is not None:
+            return known
         with self._reading() as reader:
             if reader is None:
                 raise IndexUnavailable("index is not open")
-            df = self._frequencies.of(reader, terms, total)
-        return queries.prune(terms, df, total)
+            return self._frequencies.of_tokens(reader, tokens, total)
 
     def search(self, match: str, limit: int, paths: list[str] | None = None, exclude: str | None = None) -> list[Hit]:
         """The best ``limit`` chunks for ``match``; with ``paths``, among those files' chunks only; with

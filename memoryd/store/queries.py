@@ -34,8 +34,11 @@ def search(
     (a path prefix such as ``memory/archive/``), none of the files under it.
 
     Without ``paths`` the ranking happens inside FTS5 first (ORDER BY rank LIMIT), then only the winners are
-    joined. An ``exclude`` first asks for four times ``limit`` that way and drops the excluded; only when they
-    leave fewer than ``limit`` of a full answer does it rank every match with the files joined."""
+    joined. An ``exclude`` under which no file is indexed (most workspaces have no archive) costs one lookup;
+    else it first asks for four times ``limit`` that way and drops the excluded; only when they leave fewer than
+    ``limit`` of a full answer does it rank every match with the files joined."""
+    if exclude is not None and not _any_under(reader, exclude):
+        exclude = None
     if paths is not None or exclude is None:
         return _search(reader, match, limit, paths, None)
     wider = _search(reader, match, 4 * limit, None, None)
@@ -43,6 +46,17 @@ def search(
     if len(kept) >= limit or len(wider) < 4 * limit:
         return kept[:limit]
     return _search(reader, match, limit, None, exclude)
+
+
+def _any_under(reader: apsw.Connection, prefix: str) -> bool:
+    """Whether a file under ``prefix`` is indexed (a range over the path's unique index)."""
+    sql = "SELECT 1 FROM documents WHERE path >= ? AND path < ? LIMIT 1"
+    return reader.execute(sql, (prefix, _past(prefix))).fetchone() is not None
+
+
+def _past(prefix: str) -> str:
+    """The least string after every string that starts with ``prefix``, for a range over an index."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
 def _search(reader: apsw.Connection, match: str, limit: int, paths: list[str] | None, exclude: str | None) -> list[Hit]:
@@ -67,7 +81,7 @@ def _search(reader: apsw.Connection, match: str, limit: int, paths: list[str] | 
             "JOIN chunks c ON c.chunk_id = f.rowid JOIN documents d ON d.doc_id = c.doc_id "
             "WHERE chunks_fts MATCH ? AND NOT (d.path >= ? AND d.path < ?) ORDER BY f.rank LIMIT ?"
         )
-        args = (match, exclude, exclude[:-1] + chr(ord(exclude[-1]) + 1), limit)
+        args = (match, exclude, _past(exclude), limit)
     rows = reader.execute(sql, args).fetchall()
     return [
         Hit(str(path), int(start), int(end), str(heading), str(text), round(-float(rank), 6))  # type: ignore[arg-type]
@@ -86,9 +100,12 @@ class Frequencies:
     def clear(self) -> None:
         self.cache.clear()
 
-    def of(self, reader: apsw.Connection, terms: list[textindex.Term], total: int) -> dict[str, int]:
-        """token → in how many chunks it occurs, for the single-word terms of ``terms``; ``total``: the chunks."""
-        return self.of_tokens(reader, [t.token for t in terms if t.token is not None], total)
+    def known(self, tokens: list[str], total: int) -> dict[str, int] | None:
+        """:meth:`of_tokens` from the cache alone (no read connection needed), or None when one is not cached."""
+        if abs(total - self.basis) > total // 100:
+            return None
+        found = {t: self.cache.get(t) for t in tokens}  # another thread may clear the cache meanwhile: then None
+        return None if None in found.values() else found  # type: ignore[return-value]
 
     def of_tokens(self, reader: apsw.Connection, tokens: list[str], total: int) -> dict[str, int]:
         """token → in how many chunks it occurs; ``total``: the chunks."""
