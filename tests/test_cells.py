@@ -131,3 +131,44 @@ def test_cells_and_training_schedule() -> None:
     assert not cells.should_train(cells.TRAIN_MIN - 1, 0)
     assert cells.should_train(cells.TRAIN_MIN, 0)
     assert not cells.should_train(30_000, 20_000) and cells.should_train(40_000, 20_000)
+
+
+def embedding_like(count: int, dim: int = 512, seed: int = 5) -> np.ndarray:
+    """Unit rows whose variance lies in a few dozen directions, decaying (as a sentence model's do), plus noise."""
+    rng = np.random.default_rng(seed)
+    directions = np.linalg.qr(rng.standard_normal((dim, 64)))[0]
+    latent = rng.standard_normal((count, 64)) * np.geomspace(1.0, 0.05, 64)
+    data = latent @ directions.T + 0.01 * rng.standard_normal((count, dim))
+    data /= np.linalg.norm(data, axis=1, keepdims=True)
+    return data.astype("<f4")
+
+
+def test_the_rough_pass_finds_the_exact_nearest_rows() -> None:
+    data = embedding_like(6000)
+    directions = cells.basis(data)
+    assert directions.shape == (512, cells.SHORTLIST_DIMS)
+    shortlist = (cells.project(data, directions), directions)
+    starts = np.array([0, len(data)], dtype=np.int64)
+    same = 0
+    for q in range(40):
+        query = data[q * 97]
+        exact = cells.top_in(data, starts, None, query, 48)
+        rough = cells.top_in(data, starts, None, query, 48, shortlist)
+        assert rough[1] == pytest.approx([float(data[n] @ query) for n in rough[0]], abs=1e-5)  # full scores
+        same += len(set(exact[0]) & set(rough[0]))
+    assert same >= 0.995 * 40 * 48
+
+
+def test_only_the_rows_the_rough_pass_picks_are_scored_in_full() -> None:
+    """The shortlist is what is scored: rows the rough pass ranks last never come back, however near they are."""
+    data = embedding_like(6000)
+    directions = cells.basis(data)
+    low = cells.project(data, directions)
+    query = data[7]
+    low_only = np.zeros_like(low)
+    picked = np.arange(3000, 3000 + cells.SHORTLIST_MIN)  # the rough pass prefers these and no others
+    low_only[picked] = low[picked] + 10.0 * (query @ directions)
+    starts = np.array([0, len(data)], dtype=np.int64)
+    rows, _ = cells.top_in(data, starts, None, query, 10, (low_only, directions))
+    assert rows and set(rows) <= set(picked.tolist()) and 7 not in rows
+    assert 7 in cells.top_in(data, starts, None, query, 10)[0]  # without the shortlist: the row itself

@@ -348,3 +348,34 @@ def test_vectors_stored_after_the_matrix_was_read_are_found_before_and_after_the
     merged = memory._scan._memory
     assert memory._scan._tail is None and merged is not None and len(merged[0]) == 6000  # merged: 2,968 ≥ TAIL_MIN
     assert vectorscan.TAIL_MIN <= 2968
+
+
+def test_a_large_matrix_in_memory_answers_like_a_full_scan(tmp_path: Path) -> None:
+    """From SHORTLIST_MIN_ROWS vectors the matrix in memory is scanned in two passes (a rough one on its principal
+    directions, then the shortlist in full); the nearest are still the nearest, also once more vectors joined."""
+    from memoryd.store import cells
+    from tests.test_cells import embedding_like
+
+    data = embedding_like(9000)  # 512 dimensions, as the bundled model's
+    vi = VectorIndex(tmp_path / "vectors.sqlite", extension_path(), memory_max_bytes=256 * 1024 * 1024)
+    vi.open("test-model", data.shape[1])
+    first = 6000
+    assert first >= cells.SHORTLIST_MIN_ROWS
+    fill(vi, data[:first])
+    stored = cells.dequantise(cells.quantise(data, vi._scale), vi._scale)  # what the file holds
+
+    def agreement(count: int) -> float:
+        same = 0
+        for q in range(30):
+            query = data[q * 191]
+            exact = np.argsort(-(stored[:count] @ query), kind="stable")[:10]
+            same += len({f"d{n}" for n in exact} & set(nearest(vi, query, 10)))
+        return same / 300
+
+    assert agreement(first) >= 0.99
+    assert vi._scan._shortlist is not None  # the two passes were used
+    vi.replace({"memory/2026-01-02.md": ("sha2", [unit(n) for n in range(first, len(data))])}, [])
+    todo = vi.todo(len(data))
+    vi.store([(unit_id, digest, data[int(digest[1:])].tobytes()) for unit_id, _text, digest in todo])
+    assert agreement(len(data)) >= 0.99
+    vi.close()

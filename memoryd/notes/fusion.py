@@ -4,7 +4,6 @@ ranking (decision 0008). Plain functions over :class:`Candidate`; tested on thei
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -186,11 +185,13 @@ def _calibrated(lexical: list[Candidate], semantic: list[Candidate], limit: int)
         first = words if words is not None else meaning
         assert first is not None
         fused.append(
-            dataclasses.replace(
-                first,
-                score=score,
-                strength=min(1.0, trust * max(covered, near) + (1 - trust) * stronger),
-                via="bm25+vector" if words is not None and meaning is not None else first.via,
+            Candidate(  # not dataclasses.replace: a third of its time, forty times a search
+                first.passage,
+                first.matched,
+                score,
+                first.ident,
+                "bm25+vector" if words is not None and meaning is not None else first.via,
+                min(1.0, trust * max(covered, near) + (1 - trust) * stronger),
             )
         )
     return best(fused, limit)
@@ -200,9 +201,9 @@ def best(fused: Iterable[Candidate], limit: int) -> list[Candidate]:
     """The best ``limit``: identifiers first, then by score; near-duplicates collapsed into the best of them."""
     ordered = sorted(fused, key=lambda c: (not c.ident, -c.score, c.passage.path, c.passage.start_line))
     out: list[Candidate] = []
-    texts: set[bytes] = set()
+    texts: set[str] = set()
     for c in ordered:
-        same = hashlib.sha256(" ".join(c.passage.text.lower().split()).encode("utf-8", "surrogatepass")).digest()
+        same = " ".join(c.passage.text.lower().split())
         if same not in texts:
             texts.add(same)
             out.append(c)

@@ -23,10 +23,17 @@ Int8s = npt.NDArray[np.int8]
 TRAIN_MIN = 20_000  # below this many vectors a search scans them all (~7 ms); from here on, cells
 RETRAIN_GROWTH = 2  # cells are trained again when the vectors have doubled since: cells stay near CELL_SIZE
 SAMPLE_PER_CELL = 40  # k-means sample: this many vectors per cell
-SAMPLE_PER_CELL = 40  # k-means sample: this many vectors per cell
 CELL_SIZE = 1500  # vectors per cell: a probe's fixed cost (~0.35 ms) against its scan (~0.33 µs a vector)
 MAX_CELLS = 1024
 MIN_CELLS = 16
+# The rough first pass of a scan in memory (top_in): from SHORTLIST_MIN_ROWS rows, every row is scored on its
+# SHORTLIST_DIMS principal directions, and the best SHORTLIST_PER_HIT per hit wanted (at least SHORTLIST_MIN) in
+# full. Measured on 13,371 real passages, 200 queries: the nearest 48 are the exact ones but for 0.12% (decision 0021).
+SHORTLIST_MIN_ROWS = 4096
+SHORTLIST_DIMS = 128
+SHORTLIST_PER_HIT = 8
+SHORTLIST_MIN = 512
+BASIS_SAMPLE = 4096  # rows the principal directions are worked out from
 
 
 def int8_scale(data: Floats) -> float:
@@ -162,18 +169,68 @@ def in_cells(cells: npt.NDArray[np.int64], chosen: list[int] | None) -> npt.NDAr
 
 
 def top_in(
-    rows: Floats, starts: npt.NDArray[np.int64], chosen: list[int] | None, query: Floats, k: int
+    rows: Floats,
+    starts: npt.NDArray[np.int64],
+    chosen: list[int] | None,
+    query: Floats,
+    k: int,
+    shortlist: tuple[Floats, Floats] | None = None,
 ) -> tuple[list[int], list[float]]:
-    """:func:`top` among the rows of the ``chosen`` cells only (all rows for None): row numbers of ``rows``."""
+    """:func:`top` among the rows of the ``chosen`` cells only (all rows for None): row numbers of ``rows``.
+
+    With ``shortlist`` — (the rows projected on their principal directions, those directions: :func:`basis`) —
+    every row is first scored on the few directions, and only the best of that rough pass (SHORTLIST_PER_HIT per
+    row wanted, at least SHORTLIST_MIN) are scored in full: a quarter of the bytes read (the product is bound by
+    memory: 14,000 × 512 floats are 29 MB), the same answer but for one in ~1,000 of the nearest (decision 0021)."""
     if chosen is None:
-        return top(rows, query, k)
-    spans = [(int(starts[c]), int(starts[c + 1])) for c in chosen if 0 <= c < len(starts) - 1]
-    spans = [(a, b) for a, b in spans if b > a]
-    if not spans:
+        spans = [(0, len(rows))]
+    else:
+        spans = [(int(starts[c]), int(starts[c + 1])) for c in chosen if 0 <= c < len(starts) - 1]
+        spans = [(a, b) for a, b in spans if b > a]
+    total = sum(b - a for a, b in spans)
+    k = min(k, total)
+    if k <= 0:
         return [], []
-    scores = np.concatenate([rows[a:b] @ query for a, b in spans])
-    where = np.concatenate([np.arange(a, b) for a, b in spans])
-    k = min(k, len(scores))
+    wanted = max(SHORTLIST_MIN, SHORTLIST_PER_HIT * k)
+    if shortlist is None or total <= wanted:
+        where = _rows_of(spans)
+        scores = _scored(rows, spans, query)
+    else:
+        low, directions = shortlist
+        rough = _scored(low, spans, query @ directions)
+        picked = np.argpartition(-rough, wanted - 1)[:wanted]
+        where = np.sort(_rows_of(spans)[picked])  # in row order: the full rows are read front to back
+        scores = rows[where] @ query
     best = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
     order = best[np.argsort(-scores[best], kind="stable")]
     return [int(where[n]) for n in order], [float(scores[n]) for n in order]
+
+
+def _rows_of(spans: list[tuple[int, int]]) -> npt.NDArray[np.int64]:
+    if len(spans) == 1:
+        return np.arange(*spans[0], dtype=np.int64)
+    return np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in spans])
+
+
+def _scored(rows: Floats, spans: list[tuple[int, int]], query: Floats) -> Floats:
+    if len(spans) == 1:
+        a, b = spans[0]
+        scored: Floats = rows[a:b] @ query
+        return scored
+    return np.concatenate([rows[a:b] @ query for a, b in spans])
+
+
+def basis(rows: Floats) -> Floats:
+    """The SHORTLIST_DIMS principal directions of ``rows`` (of a fixed sample of BASIS_SAMPLE of them), as a
+    (dimension, SHORTLIST_DIMS) matrix: ``rows @ basis`` is the rough pass's matrix. ~35 ms."""
+    if len(rows) > BASIS_SAMPLE:
+        rows = rows[np.sort(np.random.default_rng(0).choice(len(rows), BASIS_SAMPLE, replace=False))]
+    centred = rows - rows.mean(axis=0)
+    values, vectors = np.linalg.eigh(centred.T @ centred)
+    directions: Floats = np.ascontiguousarray(vectors[:, np.argsort(-values)[:SHORTLIST_DIMS]], dtype="<f4")
+    return directions
+
+
+def project(rows: Floats, directions: Floats) -> Floats:
+    projected: Floats = np.ascontiguousarray(rows @ directions, dtype="<f4")
+    return projected

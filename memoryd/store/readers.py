@@ -141,9 +141,12 @@ def file_problem(path: Path, file_id: tuple[int, int], *, header: bool) -> str |
     if (info.st_dev, info.st_ino) != file_id:
         return "replaced"
     if header:
-        try:
-            with open(path, "rb") as f:
-                start = f.read(len(_HEADER))
+        try:  # a raw descriptor: no buffered file object (a search asks each time: ~5 µs, not ~20)
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                start = os.pread(fd, len(_HEADER), 0)
+            finally:
+                os.close(fd)
         except OSError:
             return "corrupt"
         if start != _HEADER:

@@ -358,8 +358,16 @@ class VectorIndex:
                 self._refile(conn, centroids, count, current, target)
             except _Interrupted:
                 return 0
-            self._layout, self.trained_at = (target, centroids), count
-            self._scan.forget()
+            # The new table becomes the current one for the file and for the searches at once: a search that read
+            # the old name meanwhile finds it gone afterwards, sees the new one and asks again (nearest).
+            with self._readers.lock.exclusive(), conn:
+                conn.executemany(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
+                    [("trained_at", str(count)), ("vec_table", target)],
+                )
+                self._layout, self.trained_at = (target, centroids), count
+                self._scan.forget()
+            conn.execute(f"DROP TABLE {current}")  # (a crash before it: the next training drops it first)
             return cells
 
     def _refile(self, conn: apsw.Connection, centroids: Any, count: int, current: str, target: str) -> None:
@@ -387,11 +395,6 @@ class VectorIndex:
                     f"INSERT INTO {target}(rowid, cell, embedding) VALUES(?, ?, vec_int8(?))",
                     [(i, c, row.tobytes()) for i, c, row in zip(ids, assigned, raw, strict=True)],
                 )
-            conn.execute(f"DROP TABLE {current}")
-            conn.executemany(
-                "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
-                [("trained_at", str(count)), ("vec_table", target)],
-            )
 
     def _read(self, conn: apsw.Connection, ids: list[int]) -> Any:
         """The vectors of ``ids`` as float rows (int8 / scale), in that order."""
@@ -450,6 +453,18 @@ class VectorIndex:
         ``max(k, depth)`` vectors: how near the passages a query does not want come (a noise floor), without
         reading the units of them all."""
         layout = self._layout
+        for _ in range(3):
+            try:
+                return self._nearest(layout, vector, k, depth, probes, exclude)
+            except apsw.SQLError:
+                if self._layout is layout:
+                    raise
+                layout = self._layout  # trained meanwhile (maybe more than once): the old table is gone
+        return self._nearest(layout, vector, k, depth, probes, exclude)
+
+    def _nearest(
+        self, layout: tuple[str, Any], vector: bytes, k: int, depth: int, probes: int | None, exclude: str | None
+    ) -> tuple[list[VectorHit], list[float]]:
         if self._scale and self._scan.fits(self.vectors, self.dimension):
             with self._reading() as reader:
                 if reader is None:
@@ -458,13 +473,7 @@ class VectorIndex:
                 return self._scan.search(
                     reader, table, self.dimension, self._scale, vector, k, depth, exclude, centroids, probes
                 )
-        try:
-            return self._search(layout, vector, k, depth, probes, exclude)
-        except apsw.SQLError:
-            if self._layout is layout:
-                raise
-            # trained meanwhile: the old table is gone
-            return self._search(self._layout, vector, k, depth, probes, exclude)
+        return self._search(layout, vector, k, depth, probes, exclude)
 
     def _search(
         self, layout: tuple[str, Any], vector: bytes, k: int, depth: int, probes: int | None, exclude: str | None

@@ -37,10 +37,16 @@ class MemoryScan:
         self._memory: tuple[Any, Any, Any, Any] | None = None
         self._tail: tuple[Any, Any, Any] | None = None  # (ids, cells, float32 rows) stored since, not yet merged
         self._parts: list[tuple[list[int], list[int], Any]] = []
+        # The rough pass (cells.top_in): the matrix's rows on their principal directions, and those directions
+        # (worked out again when the rows have doubled since); None below SHORTLIST_MIN_ROWS rows.
+        self._shortlist: tuple[Any, Any] | None = None
+        self._basis_rows = 0
+        self._table = ""  # the vec0 table the matrix was read from
         self._lock = threading.Lock()
 
     def fits(self, vectors: int, dimension: int) -> bool:
-        return vectors * dimension * 4 <= self.max_bytes
+        """Whether ``vectors`` rows, and their rough pass's, fit the budget."""
+        return vectors * (dimension + int(_cells().SHORTLIST_DIMS)) * 4 <= self.max_bytes
 
     def add(self, ids: list[int], cells: list[int], rows: Any) -> None:
         """Vectors just stored (float rows, as quantised, in the cells they went to) join the matrix, if one is
@@ -51,14 +57,33 @@ class MemoryScan:
 
     def forget(self) -> None:
         with self._lock:
-            self._memory, self._tail, self._parts = None, None, []
+            self._forget()
+
+    def _forget(self) -> None:
+        self._memory, self._tail, self._parts, self._shortlist, self._basis_rows = None, None, [], None, 0
+
+    def _project(self) -> None:
+        """The rough pass's matrix for the rows now kept (under the lock, after they changed)."""
+        arithmetic = _cells()
+        assert self._memory is not None
+        rows = self._memory[2]
+        if len(rows) < arithmetic.SHORTLIST_MIN_ROWS:
+            self._shortlist = None
+            return
+        directions = None if self._shortlist is None else self._shortlist[1]
+        if directions is None or len(rows) >= 2 * self._basis_rows:
+            directions, self._basis_rows = arithmetic.basis(rows), len(rows)
+        self._shortlist = (arithmetic.project(rows, directions), directions)
 
     def _matrix(
         self, reader: apsw.Connection, table: str, dimension: int, scale: float
-    ) -> tuple[tuple[Any, Any, Any, Any], tuple[Any, Any, Any] | None]:
+    ) -> tuple[tuple[Any, Any, Any, Any], tuple[Any, Any, Any] | None, tuple[Any, Any] | None]:
         arithmetic = _cells()
         with self._lock:
+            if self._memory is not None and self._table != table:  # cells trained since: another table
+                self._forget()
             if self._memory is None:
+                self._table = table
                 ids, cells, raw = [], [], []
                 for i, c, v in reader.execute(f"SELECT rowid, cell, embedding FROM {table}"):
                     ids.append(int(i))
@@ -70,6 +95,7 @@ class MemoryScan:
                 )
                 self._memory = (*ordered[:2], arithmetic.dequantise(ordered[2], scale), ordered[3])
                 self._tail, self._parts = None, []
+                self._project()
             elif self._parts:
                 parts = [] if self._tail is None else [self._tail]
                 parts += [(arithmetic.ids(i), arithmetic.ids(c), r) for i, c, r in self._parts]
@@ -79,9 +105,10 @@ class MemoryScan:
                 if len(tail[0]) >= max(TAIL_MIN, len(ids_) // TAIL_SHARE):
                     self._memory = arithmetic.by_cell(*arithmetic.stack3([(ids_, cells_, rows_), tail]))
                     self._tail = None
+                    self._project()
                 else:
                     self._tail = tail
-            return self._memory, self._tail
+            return self._memory, self._tail, self._shortlist
 
     def search(
         self,
@@ -100,13 +127,13 @@ class MemoryScan:
         ``probes`` cells nearest it (every row before training: ``centroids`` None), and the cosine distances of
         the nearest ``max(k, depth)`` vectors (the units of only the first ones are read)."""
         arithmetic = _cells()
-        (ids, _cells_of, rows, starts), tail = self._matrix(reader, table, dimension, scale)
+        (ids, _cells_of, rows, starts), tail, shortlist = self._matrix(reader, table, dimension, scale)
         if not len(ids) and tail is None:
             return [], []
         query = arithmetic.from_bytes(vector, dimension)[0]
         chosen = None if centroids is None else arithmetic.nearest_cells(centroids, query, probes)
         wanted = max(k, depth) + 8
-        near, similarity = arithmetic.top_in(rows, starts, chosen, query, wanted)
+        near, similarity = arithmetic.top_in(rows, starts, chosen, query, wanted, shortlist)
         found = [(float(s), int(ids[n])) for n, s in zip(near, similarity, strict=True)]
         if tail is not None:  # the vectors stored since: those in the probed cells
             tail_ids, tail_cells, tail_rows = tail
