@@ -138,9 +138,9 @@ class SemanticSettings(Group):
     )
     vector_memory_mb: int = setting(
         256,
-        "The vector index is scanned in memory (float32 rows, the cells a search probes) while its vectors fit this "
-        "many MB — 2 KB a vector at 512 dimensions: ~130,000 vectors, ~10 MB of Markdown; past it, sqlite-vec scans "
-        "the file (about five times slower). 0: always the file.",
+        "The vector index is scanned in memory (float32 rows and their 128 principal directions, the cells a search "
+        "probes) while its vectors fit this many MB — 2.5 KB a vector at 512 dimensions: ~104,000 vectors, ~8 MB of "
+        "Markdown; past it, sqlite-vec scans the file (about five times slower). 0: always the file.",
         ge=0,
     )
     timeout_s: float = setting(
