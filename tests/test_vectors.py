@@ -379,3 +379,22 @@ def test_a_large_matrix_in_memory_answers_like_a_full_scan(tmp_path: Path) -> No
     vi.store([(unit_id, digest, data[int(digest[1:])].tobytes()) for unit_id, _text, digest in todo])
     assert agreement(len(data)) >= 0.99
     vi.close()
+
+
+def test_past_the_budget_the_matrix_is_let_go_and_the_file_answers(tmp_path: Path) -> None:
+    """A matrix read while the vectors fit is dropped as soon as stored vectors pass the budget (the vectors it
+    would have had to take in included), and search goes on from sqlite-vec with the same nearest."""
+    data = vectors(400)
+    budget = 300 * (DIM + 128) * 4  # room for 300 vectors and their projected rows
+    vi = VectorIndex(tmp_path / "vectors.sqlite", extension_path(), memory_max_bytes=budget)
+    vi.open("test-model", DIM)
+    vi.replace({"memory/2026-01-01.md": ("sha", [unit(n) for n in range(len(data))])}, [])
+    todo = vi.todo(len(data))
+    vi.store([(u, d, data[int(d[1:])].tobytes()) for u, _t, d in todo if int(d[1:]) < 250])
+    assert nearest(vi, data[7], 1) == ["d7"]
+    assert vi._scan._memory is not None  # read by that search: 250 vectors fit
+    vi.store([(u, d, data[int(d[1:])].tobytes()) for u, _t, d in todo if int(d[1:]) >= 250])
+    assert vi._scan._memory is None and vi._scan._parts == []
+    assert nearest(vi, data[7], 1) == ["d7"] and nearest(vi, data[333], 1) == ["d333"]
+    assert vi._scan._memory is None  # and not read again
+    vi.close()

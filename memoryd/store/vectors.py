@@ -315,6 +315,8 @@ class VectorIndex:
             self._scale = scale  # committed: the counters and the scale follow
             self.vectors += len(new)
             self.embedded += marked
+            if new and not self._scan.fits(self.vectors, self.dimension):  # past the budget: searches read the file
+                self._scan.forget()  # and the matrix (with what waited to join it) is let go
 
     def _insert(self, conn: apsw.Connection, ids: list[int], data: Any, scale: float) -> list[int]:
         """Vectors (float rows of ``data``) into the current vec0 table, each in the cell of its nearest centroid
