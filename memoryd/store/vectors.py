@@ -47,7 +47,7 @@ from memoryd.store.vector_schema import (
     vec0_ddl,
 )
 from memoryd.store.vector_schema import arithmetic as _cells
-from memoryd.store.vectorscan import MemoryScan, units_of
+from memoryd.store.vectorscan import MemoryScan, file_search
 
 
 class _Interrupted(Exception):
@@ -480,26 +480,8 @@ class VectorIndex:
     def _search(
         self, layout: tuple[str, Any], vector: bytes, k: int, depth: int, probes: int | None, exclude: str | None
     ) -> tuple[list[VectorHit], list[float]]:
-        arithmetic = _cells()
         table, centroids = layout
-        scale = self._scale
-        if not scale:
-            return [], []
-        query = arithmetic.from_bytes(vector, len(vector) // 4)
-        cells = arithmetic.nearest_cells(centroids, query[0], probes)
-        # vec0 answers k per cell (it takes no LIMIT beside k): the nearest of them all are kept; then the units of
-        # the first ones only
-        wanted = max(k, depth) + 8
-        sql = (
-            f"SELECT rowid, distance FROM {table} WHERE embedding MATCH vec_int8(?) AND k = ? "
-            f"AND cell IN ({','.join(str(c) for c in cells)})"
-        )
         with self._reading() as reader:
-            if reader is None:
+            if reader is None or not self._scale:
                 return [], []
-            rows = reader.execute(sql, (arithmetic.quantise(query, scale)[0].tobytes(), wanted)).fetchall()
-            rows.sort(key=lambda row: (float(row[1]), int(row[0])))  # type: ignore[arg-type]
-            del rows[wanted:]
-            # L2 between unit vectors: d² = 2 - 2·cos, so the cosine distance is d² / 2 (d in int8 units: / scale)
-            distances = [(float(dist) / scale) ** 2 / 2 for _, dist in rows]  # type: ignore[arg-type]
-            return units_of(reader, [int(vid) for vid, _ in rows], distances, k, exclude), distances  # type: ignore[arg-type]
+            return file_search(reader, table, self._scale, vector, k, depth, exclude, centroids, probes)

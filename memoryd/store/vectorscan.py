@@ -1,8 +1,8 @@
-"""The vector side in memory, while the vectors fit a budget (``vector_memory_mb``, 256 MB: ~130,000 vectors of
-512 floats): the vectors as float32 rows in cell order, a search scanning the rows of the cells it probes (all of
-them before store/vectors.py trains cells, from 20,000 vectors) with one product per cell — ~1 ms at 14,000 × 512,
-where vec0's int8 scan took ~8, and ~1.5 ms for the 15,000 rows of six cells of 67,000 where vec0 took ~7 — then
-the nearest ones' units read from SQLite. Past the budget, vec0 scans the cells from the file.
+"""The vector side's scans. In memory while the vectors fit a budget (``vector_memory_mb``, 256 MB: ~104,000 vectors
+of 512 floats and their projected rows): the vectors as float32 rows in cell order, a search scanning the rows of
+the cells it probes (all of them before store/vectors.py trains cells, from 20,000 vectors) — ~1 ms at 14,000 ×
+512 in one pass, ~0.4 in two (decision 0021), where vec0's int8 scan took ~8 — then the nearest ones' units read
+from SQLite. Past the budget, sqlite-vec scans the probed cells from the file (:func:`file_search`).
 
 The matrix is read by the first search, grown as vectors are stored (the next search joins the new rows), and
 forgotten when vectors are removed, cells are trained or the file is reopened. Thread-safe.
@@ -145,6 +145,36 @@ class MemoryScan:
             del found[wanted:]
         distances = [1.0 - s for s, _ in found]
         return units_of(reader, [vid for _, vid in found], distances, k, exclude), distances
+
+
+def file_search(
+    reader: apsw.Connection,
+    table: str,
+    scale: float,
+    vector: bytes,
+    k: int,
+    depth: int = 0,
+    exclude: str | None = None,
+    centroids: Any = None,
+    probes: int | None = None,
+) -> tuple[list[VectorHit], list[float]]:
+    """:meth:`MemoryScan.search` by sqlite-vec over the file: its int8 scan of the probed cells (past the budget)."""
+    arithmetic = _cells()
+    query = arithmetic.from_bytes(vector, len(vector) // 4)
+    cells = arithmetic.nearest_cells(centroids, query[0], probes)
+    # vec0 answers k per cell (it takes no LIMIT beside k): the nearest of them all are kept; then the units of the
+    # first ones only
+    wanted = max(k, depth) + 8
+    sql = (
+        f"SELECT rowid, distance FROM {table} WHERE embedding MATCH vec_int8(?) AND k = ? "
+        f"AND cell IN ({','.join(str(c) for c in cells)})"
+    )
+    rows = reader.execute(sql, (arithmetic.quantise(query, scale)[0].tobytes(), wanted))
+    found = sorted((float(d), int(i)) for i, d in rows)
+    del found[wanted:]
+    # L2 between unit vectors: d² = 2 - 2·cos, so the cosine distance is d² / 2 (d in int8 units: / scale)
+    distances = [(d / scale) ** 2 / 2 for d, _ in found]
+    return units_of(reader, [i for _, i in found], distances, k, exclude), distances
 
 
 def units_of(
