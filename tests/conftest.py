@@ -184,6 +184,24 @@ def daemon_factory(home: Path) -> Iterator[Any]:
         with contextlib.suppress(Exception):
             if d.proc is not None:
                 d.stop(signal.SIGKILL if d.proc.poll() is None else signal.SIGTERM)
+    _stop_autostarted(home / "run" / "memoryd.sock")
+
+
+def _stop_autostarted(socket: Path) -> None:
+    """A daemon that a host's hook (memoryctl's autostart) started on this home after the test's own was killed is
+    not the test's child: stopped as well, or it would outlive the test run."""
+    try:
+        with Connection(str(socket), 2.0) as conn:
+            pid = int(conn.call("status")["pid"])
+    except (ClientError, KeyError, ValueError, TypeError):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            os.kill(pid, 0)  # ProcessLookupError once it is gone
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture
