@@ -297,6 +297,37 @@ def test_stop_counts_daily_notes_waiting_for_a_consolidation(daemon: Daemon, wor
     silent(hook(env, "claude", "Stop", stop))
 
 
+def test_the_waiting_notes_count_sees_an_edit_that_keeps_size_and_time(
+    daemon: Daemon, workspace: tuple[Path, str]
+) -> None:
+    """Status keeps the count of notes waiting for a consolidation while no daily file, consolidation state, entry id
+    or tombstone changed (counting read every daily file on each call: ~1 s at 50 MB of notes, on every Stop). A
+    note edited by hand afterwards is a new note to consolidate, even when the edit keeps the file's size and time."""
+    root, ws = workspace
+    for text in ("KX-200 needs RTS/CTS above 115200", "flash with BOOT0 high"):
+        daemon.call("remember", {"workspace": ws, "type": "decision", "text": text})
+
+    def waiting() -> int:
+        return int(daemon.call("status", {"workspace": ws})["workspaces"][0]["rules"]["unconsolidated_notes"])
+
+    assert waiting() == 2 and waiting() == 2
+    request = daemon.call("compile.prepare", {"workspace": ws})
+    response = {
+        "request_id": request["request_id"],
+        "provenance_summary": {"observation_ids_used": []},
+        "memory_update": "## Devices\n- KX-200 needs RTS/CTS above 115200 baud\n",
+        "history_entry": "KX-200 serial settings",
+    }
+    daemon.call("compile.apply", {"workspace": ws, "response": response})
+    assert waiting() == 0 and waiting() == 0
+    daily = next((root / "memory").glob("20??-??-??.md"))
+    before = daily.stat()
+    daily.write_text(daily.read_text().replace("BOOT0 high", "BOOT0 HIGH"))
+    os.utime(daily, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert daily.stat().st_size == before.st_size
+    assert waiting() == 1
+
+
 @pytest.mark.parametrize("event", ["PreCompact", "SessionEnd"])
 def test_pre_compact_and_session_end_print_nothing(daemon: Daemon, workspace: tuple[Path, str], event: str) -> None:
     root, _ = workspace

@@ -11,6 +11,7 @@ shipped) or too large is skipped.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -59,6 +60,19 @@ def daily_files(root: Path, *, since: date | None) -> list[str]:
         if since is None or day >= since:
             names.append(name)
     return [f"memory/{name}" for name in sorted(names)[-MAX_FILES:]]
+
+
+def signature(root: Path, *, since: date | None, also: tuple[str, ...] = ()) -> tuple[object, ...]:
+    """What the entries :func:`scan` reads depend on, cheaply: each daily file's name, inode, size and change time,
+    and those of the ``also`` files (a stat each, not a read)."""
+    found: list[object] = []
+    for rel in [*daily_files(root, since=since), *also]:
+        try:
+            info = os.lstat(root / rel)
+            found.append((rel, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
+        except OSError:
+            found.append((rel, None))
+    return tuple(found)
 
 
 def read(root: Path, rel: str) -> str | None:

@@ -43,6 +43,10 @@ class Curator(Protocol):
         ``taken`` (an outstanding request holds them)."""
         ...
 
+    def unconsolidated(self, wr: WorkspaceRules) -> int:
+        """How many daily entries no consolidation has covered yet (status: cheap while nothing changed)."""
+        ...
+
     def material(self, wr: WorkspaceRules, record: dict[str, Any]) -> ConsolidationMaterial | None:
         """What the request of ``record`` carries for consolidation, from the files as they are now."""
         ...

@@ -445,6 +445,4 @@ def _unconsolidated(wr: WorkspaceRules, curator: Curator | None) -> int:
     """Daily entries no consolidation has covered yet — those an outstanding request holds included, as the
     observations are: a request prepared and never applied (refused, declined) is handed out again by the next
     prepare, so the Stop nudge keeps asking until an apply covers them."""
-    if curator is None:
-        return 0
-    return sum(len(chunk) for chunk in curator.select(wr, set(), None))
+    return 0 if curator is None else curator.unconsolidated(wr)
