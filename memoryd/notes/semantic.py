@@ -17,11 +17,9 @@ import gc
 import hashlib
 import re
 import time
-from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import anyio
 import structlog
@@ -37,7 +35,6 @@ from memoryd.store.vector_schema import REBUILD_HINT, VectorsUnavailable, damage
 from memoryd.store.vectors import Unit, VectorHit, VectorIndex
 from memoryd.text import passages
 
-T = TypeVar("T")
 log = structlog.get_logger("memoryd.semantic")
 
 BATCH = 32  # texts per embedding call: ~30–60 ms with USE on one core, so a search waits at most that for the GIL
@@ -346,10 +343,10 @@ class Semantic:
         assert provider is not None
         return provider.encode([query], query=True)[0]
 
-    def beside(self, work: Callable[[], T]) -> Future[T]:
-        """``work`` (a search's vector side) in a query thread while the calling search thread reads the words:
-        only when :meth:`inline` (a local model, whose query threads are never held by an endpoint)."""
-        return self._query_threads.submit(work)
+    def embed_beside(self, queries: tuple[str, ...]) -> Future[tuple[bytes, ...]]:
+        """The queries' vectors, computed in a query-embedding thread while the calling (search) thread works on the
+        words: only when :meth:`inline` (a local model; numpy releases the GIL for its products)."""
+        return self._query_threads.submit(lambda: tuple(self.embed_inline(q) for q in queries))
 
     async def embed_query(self, query: str) -> bytes:
         """The query's vector, within ``embedding_query_timeout_s`` all told (waiting for a thread included), in
