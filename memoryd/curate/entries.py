@@ -62,16 +62,15 @@ def daily_files(root: Path, *, since: date | None) -> list[str]:
     return [f"memory/{name}" for name in sorted(names)[-MAX_FILES:]]
 
 
-def signature(root: Path, *, since: date | None, also: tuple[str, ...] = ()) -> tuple[object, ...]:
-    """What the entries :func:`scan` reads depend on, cheaply: each daily file's name, inode, size and change time,
-    and those of the ``also`` files (a stat each, not a read)."""
+def signature(root: Path, rels: tuple[str, ...]) -> tuple[object, ...]:
+    """What the files ``rels`` hold, cheaply: each one's inode, size and change times (a stat, not a read)."""
     found: list[object] = []
-    for rel in [*daily_files(root, since=since), *also]:
+    for rel in rels:
         try:
             info = os.lstat(root / rel)
-            found.append((rel, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
+            found.append((info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
         except OSError:
-            found.append((rel, None))
+            found.append(None)
     return tuple(found)
 
 
@@ -110,18 +109,18 @@ def scan(root: Path, *, since: date | None) -> list[Entry]:
     ``ent_…`` item id when remember wrote it."""
     hidden = items.hidden(root)
     by_key = item_ids(root)
-    out = []
-    for rel in daily_files(root, since=since):
-        text = read(root, rel)
-        if text is None:
-            continue
-        for e in parse(rel, text):
-            key = items.key_of(e.heading, e.text.split("\n"))
-            if items.names(hidden.get(rel, set()), key):
-                continue
-            found = by_key.get((rel, key))
-            out.append(Entry(e.entry_id, e.path, e.heading, e.text, e.day, found))
-    return out
+    return [with_item(e, by_key) for rel in daily_files(root, since=since) for e in visible(root, rel, hidden)]
+
+
+def visible(root: Path, rel: str, hidden: dict[str, set[tuple[str, str]]]) -> list[Entry]:
+    """The entries of the daily file ``rel`` that ``forget`` did not hide (``hidden``: :func:`items.hidden`)."""
+    text = read(root, rel)
+    if text is None:
+        return []
+    gone = hidden.get(rel, set())
+    return [
+        e for e in parse(rel, text) if not gone or not items.names(gone, items.key_of(e.heading, e.text.split("\n")))
+    ]
 
 
 def item_ids(root: Path) -> dict[tuple[str, tuple[str, str]], str]:

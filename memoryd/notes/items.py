@@ -42,7 +42,6 @@ log = structlog.get_logger("memoryd.items")
 
 ITEMS_FILE = "data/memory/items.jsonl"
 FORGOTTEN_FILE = "data/memory/forgotten.json"
-FILES = (ITEMS_FILE, FORGOTTEN_FILE)  # what names and hides entries
 CURATED_FILE = "data/memory/curated.jsonl"
 READ_MAX_BYTES = 64 * 1024 * 1024
 DEFAULTS: dict[str, Any] = {"confidence": 1.0, "evidence": [], "metadata": {}, "revision": 1, "deleted_at": None}
