@@ -140,7 +140,8 @@ def embedding_like(count: int, dim: int = 512, seed: int = 5) -> np.ndarray:
     latent = rng.standard_normal((count, 64)) * np.geomspace(1.0, 0.05, 64)
     data = latent @ directions.T + 0.01 * rng.standard_normal((count, dim))
     data /= np.linalg.norm(data, axis=1, keepdims=True)
-    return data.astype("<f4")
+    rows: np.ndarray = data.astype("<f4")
+    return rows
 
 
 def test_the_rough_pass_finds_the_exact_nearest_rows() -> None:
