@@ -84,7 +84,9 @@ class Consolidator:
     settings: CurateSettings
     replay_keep: int = 200  # observability_replay_keep: the prompts the replay check replays
     # workspace root → (the stats of the files every count depends on, {daily file → (its stat, its count)})
-    _counts: dict[Path, tuple[object, dict[str, tuple[object, int]]]] = field(default_factory=dict)
+    _counts: dict[Path, tuple[object, dict[str, tuple[object, int]]]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     def unconsolidated(self, wr: WorkspaceRules) -> int:
         """How many daily entries no consolidation has covered yet (:meth:`select`'s, counted). Status asks on every
