@@ -26,7 +26,7 @@ class ItemIds:
     def current(self, root: Path) -> ItemIds:
         """This map, read again first when the file changed (worker thread)."""
         try:
-            info = os.stat(root / items.ITEMS_FILE)
+            info = os.stat(items.sidecar_path(root, items.ITEMS_FILE))
             signature: tuple[int, int, int] | None = (info.st_ino, info.st_size, info.st_mtime_ns)
         except OSError:
             signature = None

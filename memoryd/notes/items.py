@@ -168,11 +168,23 @@ def _parsed(root: Path) -> dict[str, dict[str, Any]]:
 _FORGOTTEN: dict[Path, tuple[tuple[int, int, int], dict[str, dict[str, Any]]]] = {}
 
 
+_PATHS: dict[tuple[Path, str], str] = {}  # (root, sidecar) → its path as a string: searches stat two on every call
+
+
+def sidecar_path(root: Path, rel: str) -> str:
+    """``root / rel`` as a string, kept (joining Paths costs more than the stat it is for)."""
+    path = _PATHS.get((root, rel))
+    if path is None:
+        if len(_PATHS) > 4096:
+            _PATHS.clear()
+        path = _PATHS[(root, rel)] = str(root / rel)
+    return path
+
+
 def forgotten(root: Path) -> dict[str, dict[str, Any]]:
     """The tombstones: item id → {path, heading, deleted_at, run_id}. An unreadable file reads as none (logged)."""
-    path = root / FORGOTTEN_FILE
     try:
-        info = os.stat(path)
+        info = os.stat(sidecar_path(root, FORGOTTEN_FILE))
     except OSError:
         _FORGOTTEN.pop(root, None)
         return {}
