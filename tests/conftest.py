@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -196,12 +197,14 @@ def _stop_autostarted(socket: Path) -> None:
     except (ClientError, KeyError, ValueError, TypeError):
         return
     with contextlib.suppress(ProcessLookupError):
+        gone = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None  # readable once the process has exited
         os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            os.kill(pid, 0)  # ProcessLookupError once it is gone
-            time.sleep(0.05)
-        os.kill(pid, signal.SIGKILL)
+        if gone is not None:
+            try:
+                if not select.select([gone], [], [], 20)[0]:
+                    os.kill(pid, signal.SIGKILL)
+            finally:
+                os.close(gone)
 
 
 @pytest.fixture

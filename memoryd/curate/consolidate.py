@@ -79,6 +79,11 @@ def _composite(entry: entries.Entry) -> str:
     return f"{entry.path}#{entry.entry_id}"
 
 
+def _consolidated(root: Path) -> set[str]:
+    """The entries a consolidation has covered, as :func:`_composite` names them."""
+    return {f"{p}#{i}" for p, ids_ in state.load_consolidated(root).items() for i in ids_}
+
+
 @dataclass(slots=True)
 class Consolidator:
     settings: CurateSettings
@@ -108,7 +113,7 @@ class Consolidator:
                 fresh[rel] = counts[rel]
                 continue
             if done is None:
-                done = {f"{p}#{i}" for p, ids_ in state.load_consolidated(root).items() for i in ids_}
+                done = _consolidated(root)
                 hidden = items.hidden(root)
             waiting = sum(1 for e in entries.visible(root, rel, hidden) if _composite(e) not in done)
             fresh[rel] = (stat, waiting)
@@ -122,7 +127,7 @@ class Consolidator:
     def select(self, wr: WorkspaceRules, taken: set[str], since: datetime | None) -> list[list[str]]:
         root = wr.root
         start = since.date() if since is not None else entries.window_start(date.today(), self.settings.recent_days)
-        done = {f"{p}#{i}" for p, ids_ in state.load_consolidated(root).items() for i in ids_}
+        done = _consolidated(root)
         picked = [
             e
             for e in entries.scan(root, since=start)
