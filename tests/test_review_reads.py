@@ -181,3 +181,43 @@ def test_timeline_names_the_kind_of_a_curation_change(daemon: Daemon, workspace:
     assert {e["type"] for e in daemon.call("timeline", {"workspace": ws})["events"]} == {"change", "remember"}
     remembered = daemon.call("timeline", {"workspace": ws, "types": ["remember"]})["events"]
     assert len(remembered) == 3 and {e["type"] for e in remembered} == {"remember"}
+
+
+@pytest.mark.anyio
+async def test_a_review_read_waits_for_the_change_under_way(tmp_path: Path) -> None:
+    """A change writes its history line before the rule set reloads: a review read in between showed a rule older
+    than the history listing its revision (a hand edit's ``rules show`` said revision 1 beside history's 2)."""
+    import threading
+
+    import anyio
+    import anyio.lowlevel
+
+    from memoryd.rules.service import RulesService
+    from memoryd.settings import RulesSettings
+    from memoryd.workspaces import Workspace
+
+    rules = RulesService(RulesSettings(), watched=False)
+    ws = Workspace("ws_review_wait", tmp_path, "review-wait", "2026-11-25T00:00:00Z")
+    entered, release = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def change(_: object) -> None:
+        entered.set()
+        release.wait(10)
+        order.append("change")
+
+    async def read() -> None:
+        await rules.candidates(ws)
+        order.append("read")
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(rules.locked, ws, change)
+            await anyio.to_thread.run_sync(entered.wait)
+            tg.start_soon(read)
+            lock = rules._by_id[ws.id].lock
+            while lock.statistics().tasks_waiting == 0:
+                await anyio.lowlevel.checkpoint()
+            assert order == []
+            release.set()
+    assert order == ["change", "read"]

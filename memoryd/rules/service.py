@@ -300,8 +300,12 @@ class RulesService:
     # --- audit and review ---------------------------------------------------------------------------------
 
     async def _read(self, ws: Workspace, work: Callable[[WorkspaceRules], _T]) -> _T:
-        """A read-only review call: in a worker thread (they scan every rule or read files), without the lock."""
+        """A read-only review call: in a worker thread (they scan every rule or read files), without the lock.
+        It waits for a change under way to finish first: a change writes its history line before the rule set
+        reloads, so a read in between would show a rule older than the history that lists its revision."""
         wr = await self._ready(ws)
+        async with wr.lock:
+            pass
         return await anyio.to_thread.run_sync(work, wr)
 
     async def search(
