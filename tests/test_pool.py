@@ -109,4 +109,6 @@ async def test_one_callers_calls_run_in_the_thread_that_ran_the_last_one() -> No
         other = await pool.run(lambda: threading.current_thread().name)
         release.set()
     assert other not in names
+    # both threads now exist: calls one after another still stay on the first (they alternated with a shared queue)
+    assert {await pool.run(lambda: threading.current_thread().name) for _ in range(20)} == names
     await pool.close()
