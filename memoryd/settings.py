@@ -140,7 +140,9 @@ class SemanticSettings(Group):
         256,
         "The vector index is scanned in memory (float32 rows and their 128 principal directions, the cells a search "
         "probes) while its vectors fit this many MB — 2.5 KB a vector at 512 dimensions: ~104,000 vectors, ~8 MB of "
-        "Markdown; past it, sqlite-vec scans the file (about five times slower). 0: always the file.",
+        "Markdown. Past it, each vector's rough row (192 directions as int8: 208 bytes, ~1.29 million vectors) is "
+        "kept once the embedding worker has built it, and a search reads its shortlist's vectors from the file by "
+        "id (decision 0022); past that too, sqlite-vec scans the file (several times slower). 0: always the file.",
         ge=0,
     )
     timeout_s: float = setting(

@@ -22,7 +22,7 @@ from memoryd.text import textindex
 
 DIM = 16
 PATH = "memory/2026-01-01.md"
-VECTOR_MIGRATIONS = ["0001_units_float_vectors", "0002_int8_vectors_once", "0003_refused_texts"]
+VECTOR_MIGRATIONS = ["0001_units_float_vectors", "0002_int8_vectors_once", "0003_refused_texts", "0004_vector_rows"]
 
 UNITS_DDL = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -131,6 +131,9 @@ def test_a_vectors_file_of_every_earlier_version_is_brought_into_the_scheme(
     assert recorded(path) == applied
     if kept:  # every vector kept: only the twenty that never had one wait for the model
         assert (vi.total, vi.embedded, vi.vectors) == (120, 100, 100)
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)  # and each is readable by id too
+        assert conn.execute("SELECT count(*) FROM vector_rows").fetchone() == (100,)
+        conn.close()
         assert sorted(d for _, _, d in vi.todo(50)) == sorted(f"d{n}" for n in range(100, 120))
         assert [h.digest for h in vi.search(data[42].tobytes(), 1)] == ["d42"]
     else:  # started again, as these versions always were: the worker embeds the workspace anew

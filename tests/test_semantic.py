@@ -209,6 +209,30 @@ def test_vector_mode_and_a_changed_note(started: list[Daemon], home: Path) -> No
     assert any("重启数据库" in h["snippet"] for h in search(d, ws, "重启数据库", mode="vector", limit=6)["hits"])
 
 
+def test_past_the_memory_budget_searches_read_rough_rows(started: list[Daemon], home: Path) -> None:
+    """A workspace whose vectors outgrow vector_memory_mb as float rows: once the backlog is embedded the worker
+    builds their rough rows (status says which way searches read the vectors), and a search by meaning still
+    crosses languages (decision 0022)."""
+    d = start(started, home, vector_memory_mb="1")  # float rows: ~400 vectors of 512 dimensions; rough: ~5,000
+    path = short_tmp("ws")
+    filler = [
+        f"- Sprint {n} retro: ticket PRJ-{1000 + n} moved to column {n % 7}, owner team {n % 13}" for n in range(600)
+    ]
+    (path / "memory").mkdir(parents=True)
+    (path / "memory" / "2026-01-05.md").write_text(
+        "## 2026-01-05\n" + "\n".join([*filler, f"- {README_NOTE}", *(f"- {t}" for t in DISTRACTORS)]) + "\n",
+        encoding="utf-8",
+    )
+    ws = d.call("workspace.add", {"path": str(path)})["workspace_id"]
+    status = embedded(d, ws, timeout=120)
+    assert status["total"] > 600
+    wait_for(lambda: vectors(d, ws)["scan"] == "rough", 60)
+    top = search(d, ws, "how do we replace the TLS certificate?", mode="vector", limit=3)["hits"][0]
+    assert "替换证书" in top["snippet"] and top["via"] == "vector"
+    hits = search(d, ws, "烧录引导程序的时候要拉高哪个引脚？", mode="vector", limit=5)["hits"]
+    assert any("BOOT0" in h["snippet"] for h in hits)
+
+
 # --- degradation, each made to happen ----------------------------------------------------------------------
 
 

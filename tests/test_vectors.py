@@ -398,3 +398,90 @@ def test_past_the_budget_the_matrix_is_let_go_and_the_file_answers(tmp_path: Pat
     assert nearest(vi, data[7], 1) == ["d7"] and nearest(vi, data[333], 1) == ["d333"]
     assert vi._scan._memory is None  # and not read again
     vi.close()
+
+
+def test_past_the_float_budget_the_rough_rows_answer_like_a_full_scan(tmp_path: Path) -> None:
+    """Past the budget for float rows the embedding worker builds each vector's rough row (decision 0022); a search
+    scores them, reads its shortlist's vectors by id and answers with the exact nearest — before and after more
+    vectors come (the tail, then joined), and after the cells are trained again (the rows are built anew)."""
+    import apsw
+
+    from memoryd.store import cells, roughscan
+    from tests.test_cells import embedding_like
+
+    data = embedding_like(9000)
+    budget = 4 * 1024 * 1024  # 9,000 float rows need 23 MB; their rough rows 1.9 MB
+    vi = VectorIndex(tmp_path / "vectors.sqlite", extension_path(), memory_max_bytes=budget)
+    vi.open("test-model", data.shape[1])
+    fill(vi, data[:6000])
+    stored = cells.dequantise(cells.quantise(data, vi._scale), vi._scale)
+
+    def agreement(count: int) -> float:
+        same = 0
+        for q in range(30):
+            query = data[q * 191]
+            exact = np.argsort(-(stored[:count] @ query), kind="stable")[:10]
+            same += len({f"d{n}" for n in exact} & set(nearest(vi, query, 10)))
+        return same / 300
+
+    assert vi.scan_path() == "file" and nearest(vi, data[7], 1) == ["d7"]  # not built yet: sqlite-vec
+    assert vi.prepare() and vi.scan_path() == "rough" and not vi.prepare()  # built once
+    rows = vi._rough._rows
+    assert rows is not None and rows.rows.dtype == np.int8 and rows.rows.shape == (6000, roughscan.ROUGH_DIMS)
+    assert agreement(6000) >= 0.99
+
+    def more(start: int, end: int) -> None:
+        vi.replace({f"memory/2026-02-{start % 28 + 1:02d}.md": ("s", [unit(n) for n in range(start, end)])}, [])
+        vi.store([(u, d, data[int(d[1:])].tobytes()) for u, _t, d in vi.todo(end - start)])
+
+    more(6000, 7000)  # waits in the tail
+    assert vi._rough._tail is not None and nearest(vi, data[6500], 1) == ["d6500"]
+    assert agreement(7000) >= 0.99
+    more(7000, 9000)  # the tail is large: joined in cell order
+    assert vi._rough._tail is None and len(vi._rough._rows.ids) == 9000
+    assert agreement(9000) >= 0.99
+
+    assert vi.train(8) == 8 and vi.scan_path() == "file"  # another vec0 table: the rows are let go …
+    assert agreement(9000) >= 0.95
+    assert vi.prepare() and vi.scan_path() == "rough"  # … and built again, in the new cells (all of them probed)
+    assert agreement(9000) >= 0.99
+
+    conn = apsw.Connection(str(tmp_path / "vectors.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
+    assert conn.execute("SELECT count(*) FROM vector_rows").fetchone() == (9000,)
+    conn.close()
+    vi.close()
+
+
+def test_a_rough_row_build_stops_when_the_daemon_does(tmp_path: Path) -> None:
+    from tests.test_cells import embedding_like
+
+    data = embedding_like(3000)
+    vi = VectorIndex(tmp_path / "vectors.sqlite", extension_path(), memory_max_bytes=1024 * 1024)
+    vi.open("test-model", data.shape[1])
+    fill(vi, data)
+    vi.interrupt()
+    assert not vi.prepare() and vi.scan_path() == "file" and vi._rough._rows is None
+    assert nearest(vi, data[42], 1) == ["d42"]
+    vi.close()
+
+
+def test_pruned_vectors_leave_the_rows_read_by_id(tmp_path: Path) -> None:
+    """prune_cache forgets vectors no unit has: from vec0 and from vector_rows alike, and the rough rows are let go
+    (built again without them)."""
+    import apsw
+
+    from tests.test_cells import embedding_like
+
+    data = embedding_like(3000)
+    vi = VectorIndex(tmp_path / "vectors.sqlite", extension_path(), memory_max_bytes=1024 * 1024)
+    vi.open("test-model", data.shape[1])
+    fill(vi, data)
+    assert vi.prepare()
+    vi.replace({"memory/2026-01-01.md": ("sha-2", [unit(n) for n in range(1000)])}, [])
+    assert vi.prune_cache() == 2000 and vi.scan_path() == "file"
+    conn = apsw.Connection(str(tmp_path / "vectors.sqlite"), flags=apsw.SQLITE_OPEN_READONLY)
+    assert conn.execute("SELECT count(*) FROM vector_rows").fetchone() == (1000,)
+    conn.close()
+    assert vi.prepare() and len(vi._rough._rows.ids) == 1000  # type: ignore[union-attr]
+    assert nearest(vi, data[42], 1) == ["d42"]
+    vi.close()

@@ -123,6 +123,12 @@ class VectorStatus(Wire):
     )
     progress: float = Field(description="embedded / total (0-1).")
     texts_per_s: float | None = Field(default=None, description="The embedding rate of the last batch.")
+    scan: Literal["memory", "rough", "file"] | None = Field(
+        default=None,
+        description="How a search reads the vectors now: `memory` (float rows, while they fit vector_memory_mb), "
+        "`rough` (past that: rough rows in memory, the shortlist read by id), `file` (sqlite-vec scans the "
+        "file: past both, or while the rough rows are being built). None before the vectors are open.",
+    )
     problem: Degraded | None = Field(default=None, description="Why vectors are not used now (search says so too).")
 
 

@@ -225,7 +225,12 @@ class Semantic:
         todo = wv.index.todo(BATCH)
         if not todo:
             wv.index.prune_cache()
-            return False
+            started = time.perf_counter()
+            if not wv.index.prepare():  # past the float rows' budget: the rough rows searches scan (decision 0022)
+                return False
+            ms = round((time.perf_counter() - started) * 1000, 1)
+            log.info("vectors_rough_rows_built", workspace_id=wv.workspace_id, vectors=wv.index.vectors, ms=ms)
+            return True
         started = time.perf_counter()
         reasons: set[str] = set()
         done, refused = self._embed(provider, todo, reasons)
@@ -402,6 +407,7 @@ class Semantic:
             "refused": 0 if wv is None else wv.index.refused,
             "progress": round(embedded / total, 4) if total else (1.0 if wv is not None and wv.index.is_open else 0.0),
             "texts_per_s": None if self.rate is None else round(self.rate, 1),
+            "scan": None if wv is None or not wv.index.is_open else wv.index.scan_path(),
             "problem": None if problem is None else {"reason": problem.reason, "hint": problem.hint},
         }
 

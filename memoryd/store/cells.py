@@ -134,8 +134,8 @@ def top(rows: Floats, query: Floats, k: int) -> tuple[list[int], list[float]]:
     k = min(k, len(scores))
     if k <= 0:
         return [], []
-    best = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-    order = best[np.argsort(-scores[best], kind="stable")]
+    first = best(scores, k)
+    order = first[np.argsort(-scores[first], kind="stable")]
     return [int(n) for n in order], [float(scores[n]) for n in order]
 
 
@@ -150,14 +150,18 @@ def by_cell(
     return ids_, cells, rows, np.searchsorted(cells, np.arange(highest + 2)).astype(np.int64)
 
 
+def concat(arrays: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+    return np.concatenate(arrays)
+
+
 def stack3(
-    parts: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.generic]]],
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Floats]:
-    """Parts of an in-memory matrix (ids, cells, float rows) as one."""
+    parts: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[Any]]], dtype: str = "<f4"
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[Any]]:
+    """Parts of an in-memory matrix (ids, cells, rows: float32, or int8 for the rough rows) as one."""
     return (
         np.concatenate([i for i, _, _ in parts]),
         np.concatenate([c for _, c, _ in parts]),
-        np.concatenate([r for _, _, r in parts]).astype("<f4", copy=False),
+        np.concatenate([r for _, _, r in parts]).astype(dtype, copy=False),
     )
 
 
@@ -182,52 +186,70 @@ def top_in(
     every row is first scored on the few directions, and only the best of that rough pass (SHORTLIST_PER_HIT per
     row wanted, at least SHORTLIST_MIN) are scored in full: a quarter of the bytes read (the product is bound by
     memory: 14,000 × 512 floats are 29 MB), the same answer but for one in ~1,000 of the nearest (decision 0021)."""
-    if chosen is None:
-        spans = [(0, len(rows))]
-    else:
-        spans = [(int(starts[c]), int(starts[c + 1])) for c in chosen if 0 <= c < len(starts) - 1]
-        spans = [(a, b) for a, b in spans if b > a]
+    spans = [(0, len(rows))] if chosen is None else spans_of(starts, chosen)
     total = sum(b - a for a, b in spans)
     k = min(k, total)
     if k <= 0:
         return [], []
-    wanted = max(SHORTLIST_MIN, SHORTLIST_PER_HIT * k)
+    wanted = shortlist_size(k)
     if shortlist is None or total <= wanted:
-        where = _rows_of(spans)
-        scores = _scored(rows, spans, query)
+        where = rows_of(spans)
+        scores = scored(rows, spans, query)
     else:
         low, directions = shortlist
-        rough = _scored(low, spans, query @ directions)
-        picked = np.argpartition(-rough, wanted - 1)[:wanted]
-        where = np.sort(_rows_of(spans)[picked])  # in row order: the full rows are read front to back
+        rough = scored(low, spans, query @ directions)
+        where = np.sort(rows_of(spans)[best(rough, wanted)])  # in row order: the full rows are read front to back
         scores = rows[where] @ query
-    best = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-    order = best[np.argsort(-scores[best], kind="stable")]
+    first = best(scores, k)
+    order = first[np.argsort(-scores[first], kind="stable")]
     return [int(where[n]) for n in order], [float(scores[n]) for n in order]
 
 
-def _rows_of(spans: list[tuple[int, int]]) -> npt.NDArray[np.int64]:
+def shortlist_size(k: int) -> int:
+    """Rows a rough pass hands to the full one for ``k`` wanted."""
+    return max(SHORTLIST_MIN, SHORTLIST_PER_HIT * k)
+
+
+def spans_of(starts: npt.NDArray[np.int64], chosen: list[int]) -> list[tuple[int, int]]:
+    """The non-empty row ranges of the ``chosen`` cells (see :func:`by_cell`)."""
+    spans = [(int(starts[c]), int(starts[c + 1])) for c in chosen if 0 <= c < len(starts) - 1]
+    return [(a, b) for a, b in spans if b > a]
+
+
+def best(scores: npt.NDArray[Any], count: int) -> npt.NDArray[np.intp]:
+    """Where the ``count`` highest ``scores`` are (in no order); all of them when there are no more."""
+    if count >= len(scores):
+        return np.arange(len(scores))
+    return np.argpartition(-scores, count - 1)[:count]
+
+
+def rows_of(spans: list[tuple[int, int]]) -> npt.NDArray[np.int64]:
     if len(spans) == 1:
         return np.arange(*spans[0], dtype=np.int64)
+    if not spans:
+        return np.zeros(0, dtype=np.int64)
     return np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in spans])
 
 
-def _scored(rows: Floats, spans: list[tuple[int, int]], query: Floats) -> Floats:
+def scored(rows: npt.NDArray[Any], spans: list[tuple[int, int]], query: Floats) -> Floats:
+    """Each row of the ``spans`` times ``query`` (int8 rows are made floats a span at a time)."""
     if len(spans) == 1:
         a, b = spans[0]
-        scored: Floats = rows[a:b] @ query
-        return scored
-    return np.concatenate([rows[a:b] @ query for a, b in spans])
+        one: Floats = rows[a:b].astype("<f4", copy=False) @ query
+        return one
+    if not spans:
+        return np.zeros(0, dtype="<f4")
+    return np.concatenate([rows[a:b].astype("<f4", copy=False) @ query for a, b in spans])
 
 
-def basis(rows: Floats) -> Floats:
-    """The SHORTLIST_DIMS principal directions of ``rows`` (of a fixed sample of BASIS_SAMPLE of them), as a
-    (dimension, SHORTLIST_DIMS) matrix: ``rows @ basis`` is the rough pass's matrix. ~35 ms."""
+def basis(rows: Floats, dims: int = SHORTLIST_DIMS) -> Floats:
+    """The ``dims`` principal directions of ``rows`` (of a fixed sample of BASIS_SAMPLE of them), as a
+    (dimension, dims) matrix: ``rows @ basis`` is the rough pass's matrix. ~35 ms."""
     if len(rows) > BASIS_SAMPLE:
         rows = rows[np.sort(np.random.default_rng(0).choice(len(rows), BASIS_SAMPLE, replace=False))]
     centred = rows - rows.mean(axis=0)
     values, vectors = np.linalg.eigh(centred.T @ centred)
-    directions: Floats = np.ascontiguousarray(vectors[:, np.argsort(-values)[:SHORTLIST_DIMS]], dtype="<f4")
+    directions: Floats = np.ascontiguousarray(vectors[:, np.argsort(-values)[:dims]], dtype="<f4")
     return directions
 
 

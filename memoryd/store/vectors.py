@@ -22,7 +22,7 @@ import os
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import apsw
 
@@ -31,6 +31,7 @@ from memoryd.store import migrations
 from memoryd.store.migrations import UnknownMigrations
 from memoryd.store.passage import Unit, VectorHit
 from memoryd.store.readers import ReaderPool, file_problem
+from memoryd.store.roughscan import RoughScan, read_rows
 from memoryd.store.vector_schema import (
     KEPT_LEGACY,
     MARK_SQL,
@@ -78,8 +79,10 @@ class VectorIndex:
         self._removed = False  # units were removed since the last prune: vectors may be orphaned
         self._interrupted = threading.Event()  # set by interrupt(): a training in progress gives up
         self._file_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the file opened
-        # While they fit memory_max_bytes the vectors are scanned in memory (store/vectorscan.py), else by vec0
+        # While they fit memory_max_bytes the vectors are scanned in memory (store/vectorscan.py); past that their
+        # rough rows are, once the embedding worker has built them (store/roughscan.py); else vec0 scans the file
         self._scan = MemoryScan(memory_max_bytes)
+        self._rough = RoughScan(memory_max_bytes)
 
     def _connect_reader(self) -> apsw.Connection:
         conn = apsw.Connection(str(self.db_path), flags=apsw.SQLITE_OPEN_READONLY)
@@ -125,6 +128,7 @@ class VectorIndex:
             self._removed = True  # look for orphans once
             self._interrupted.clear()
             self._scan.forget()
+            self._rough.forget()
             self._readers.reset(open_after=True)
 
     def _migrate(self, conn: apsw.Connection, space: VectorSpace) -> apsw.Connection:
@@ -186,6 +190,7 @@ class VectorIndex:
                     self._writer.close()
                 self._writer = None
         self._scan.forget()
+        self._rough.forget()
 
     def drop(self) -> None:
         """Close and delete the file (and its WAL): the next ``open`` starts empty."""
@@ -308,15 +313,19 @@ class VectorIndex:
                         conn.execute("INSERT INTO cache(digest) VALUES(?)", (digest,))
                         ids.append(conn.last_insert_rowid())
                     assigned = self._insert(conn, ids, data, scale)
-                    self._scan.add(ids, assigned, cells.dequantise(cells.quantise(data, scale), scale))
+                    stored = cells.dequantise(cells.quantise(data, scale), scale)
+                    self._scan.add(ids, assigned, stored)
+                    self._rough.add(ids, assigned, stored)
                 before = conn.total_changes()
                 conn.executemany(MARK_SQL, [(d,) for d in fresh])
                 marked = conn.total_changes() - before
             self._scale = scale  # committed: the counters and the scale follow
             self.vectors += len(new)
             self.embedded += marked
-            if new and not self._scan.fits(self.vectors, self.dimension):  # past the budget: searches read the file
+            if new and not self._scan.fits(self.vectors, self.dimension):  # past the budget: rough rows, or the file
                 self._scan.forget()  # and the matrix (with what waited to join it) is let go
+            if new and not self._rough.fits(self.vectors):
+                self._rough.forget()
 
     def _insert(self, conn: apsw.Connection, ids: list[int], data: Any, scale: float) -> list[int]:
         """Vectors (float rows of ``data``) into the current vec0 table, each in the cell of its nearest centroid
@@ -324,10 +333,9 @@ class VectorIndex:
         table, centroids = self._layout
         cells = _cells()
         assigned: list[int] = cells.assign(centroids, data)
-        conn.executemany(
-            f"INSERT INTO {table}(rowid, cell, embedding) VALUES(?, ?, vec_int8(?))",
-            [(i, c, row.tobytes()) for i, c, row in zip(ids, assigned, cells.quantise(data, scale), strict=True)],
-        )
+        rows = [(i, c, row.tobytes()) for i, c, row in zip(ids, assigned, cells.quantise(data, scale), strict=True)]
+        conn.executemany(f"INSERT INTO {table}(rowid, cell, embedding) VALUES(?, ?, vec_int8(?))", rows)
+        conn.executemany("INSERT INTO vector_rows(vector_id, embedding) VALUES(?, ?)", [(i, v) for i, _, v in rows])
         return assigned
 
     # --- cells: an inverted file (IVF) in vec0's partitions ----------------------------------------------
@@ -352,7 +360,7 @@ class VectorIndex:
                     "SELECT vector_id FROM cache ORDER BY digest LIMIT ?", (cells * arithmetic.SAMPLE_PER_CELL,)
                 )
             ]
-            sample = self._read(conn, sample_ids)
+            sample = read_rows(conn, sample_ids, self.dimension, self._scale)[1]
             centroids = arithmetic.kmeans(sample, cells)
             current = self._layout[0]
             target = "vec_b" if current == "vec_a" else "vec_a"
@@ -369,6 +377,7 @@ class VectorIndex:
                 )
                 self._layout, self.trained_at = (target, centroids), count
                 self._scan.forget()
+                self._rough.forget()
             conn.execute(f"DROP TABLE {current}")  # (a crash before it: the next training drops it first)
             return cells
 
@@ -398,17 +407,6 @@ class VectorIndex:
                     [(i, c, row.tobytes()) for i, c, row in zip(ids, assigned, raw, strict=True)],
                 )
 
-    def _read(self, conn: apsw.Connection, ids: list[int]) -> Any:
-        """The vectors of ``ids`` as float rows (int8 / scale), in that order."""
-        cells = _cells()
-        rows: dict[int, bytes] = {}
-        for start in range(0, len(ids), 500):
-            part = ids[start : start + 500]
-            sql = f"SELECT rowid, embedding FROM {self._layout[0]} WHERE rowid IN ({','.join(map(str, part))})"
-            rows.update((int(i), bytes(v)) for i, v in conn.execute(sql))
-        data = cells.from_bytes(b"".join(rows[i] for i in ids if i in rows), self.dimension, "int8")
-        return cells.dequantise(data, self._scale)
-
     def probes(self) -> int:
         """Cells a search looks in: a quarter of them, 6 to 32 (a probe of ~1,500 int8 vectors costs ~0.7 ms)."""
         centroids = self._layout[1]
@@ -433,10 +431,12 @@ class VectorIndex:
                     "WHERE NOT EXISTS (SELECT 1 FROM units WHERE units.digest = cache.digest)"
                 )
                 conn.execute(f"DELETE FROM {self._layout[0]} WHERE rowid IN (SELECT vector_id FROM temp.gone)")
+                conn.execute("DELETE FROM vector_rows WHERE vector_id IN (SELECT vector_id FROM temp.gone)")
                 conn.execute("DELETE FROM cache WHERE vector_id IN (SELECT vector_id FROM temp.gone)")
                 forgotten = int(conn.changes())
                 conn.execute("DROP TABLE temp.gone")
             self._scan.forget()
+            self._rough.forget()
             self.vectors -= forgotten
             self._removed = False
             return forgotten
@@ -467,21 +467,34 @@ class VectorIndex:
     def _nearest(
         self, layout: tuple[str, Any], vector: bytes, k: int, depth: int, probes: int | None, exclude: str | None
     ) -> tuple[list[VectorHit], list[float]]:
-        if self._scale and self._scan.fits(self.vectors, self.dimension):
-            with self._reading() as reader:
-                if reader is None:
-                    return [], []
-                table, centroids = layout
-                return self._scan.search(
-                    reader, table, self.dimension, self._scale, vector, k, depth, exclude, centroids, probes
-                )
-        return self._search(layout, vector, k, depth, probes, exclude)
-
-    def _search(
-        self, layout: tuple[str, Any], vector: bytes, k: int, depth: int, probes: int | None, exclude: str | None
-    ) -> tuple[list[VectorHit], list[float]]:
         table, centroids = layout
         with self._reading() as reader:
             if reader is None or not self._scale:
                 return [], []
+            args = (reader, table, self.dimension, self._scale, vector, k, depth, exclude, centroids)
+            if self._scan.fits(self.vectors, self.dimension):  # float rows in memory
+                return self._scan.search(*args, probes)
+            found = self._rough.search(*args, probes or self.probes())  # rough rows in memory, once built
+            if found is not None:
+                return found
             return file_search(reader, table, self._scale, vector, k, depth, exclude, centroids, probes)
+
+    def scan_path(self) -> Literal["memory", "rough", "file"]:
+        """How a search reads the vectors now (status)."""
+        if self._scan.fits(self.vectors, self.dimension):
+            return "memory"
+        return "rough" if self._rough.ready(self._layout[0]) else "file"
+
+    def prepare(self) -> bool:
+        """Past the budget for float rows, build the rough rows for searches (store/roughscan.py): the embedding
+        worker calls this when it has nothing else to do. True when it built them (seconds for a large file;
+        given up, False, when :meth:`interrupt` is called)."""
+        table = self._layout[0]
+        if not self._scale or self._scan.fits(self.vectors, self.dimension) or not self._rough.fits(self.vectors):
+            return False
+        if self._rough.ready(table):
+            return False
+        with self._reading() as reader:
+            if reader is None:
+                return False
+            return self._rough.build(reader, table, self.dimension, self._scale, self._interrupted)

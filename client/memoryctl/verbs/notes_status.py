@@ -60,10 +60,18 @@ def _vectors_line(v: dict[str, Any]) -> str:
         return f"vectors: not used ({problem.get('reason')}): {problem.get('hint', '')}"
     rate = f", {v['texts_per_s']:.0f} texts/s" if v.get("texts_per_s") else ""
     refused = f"; {v['refused']:,} refused by the provider (BM25 only)" if v.get("refused") else ""
+    scan = SCANS.get(v.get("scan") or "", "")
     return (
         f"vectors: {v.get('provider')} ({v.get('dimension')} dims), {v['embedded']:,} of {v['total']:,} passages "
-        f"embedded ({v.get('progress', 0):.0%}){rate}{refused}"
+        f"embedded ({v.get('progress', 0):.0%}){rate}{refused}{scan}"
     )
+
+
+SCANS = {  # how a search reads the vectors (the daemon's vector_memory_mb)
+    "memory": "",
+    "rough": "; searched from rough rows in memory (past vector_memory_mb for full rows)",
+    "file": "; searched from the file (past vector_memory_mb, or its rough rows are being built)",
+}
 
 
 REBUILT = {
