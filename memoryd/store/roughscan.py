@@ -92,7 +92,10 @@ class RoughScan:
             )
         if not parts:
             return False
-        ids, cells, rows, starts = arithmetic.by_cell(*arithmetic.stack3(parts, dtype="int8"))
+        stacked = arithmetic.stack3(parts, dtype="int8")
+        parts.clear()  # two copies of the rows at most while they are put in cell order, not three
+        ids, cells, rows, starts = arithmetic.by_cell(*stacked)
+        del stacked
         with self._lock:
             self._rows = _Rows(table, ids, cells, rows, starts, directions, rough_scale)
             self._tail = None
