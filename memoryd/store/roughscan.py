@@ -50,7 +50,10 @@ class RoughScan:
     def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
         self.max_bytes = max_bytes
         self._rows: _Rows | None = None
-        self._tail: tuple[Any, Any, Any] | None = None  # (ids, cells, rough int8 rows) stored since the build
+        # vectors stored since the build, (ids, cells, rough int8 rows) a batch each: joined into one tail by the
+        # next search (not copied again for every batch), into the rows when they are many
+        self._tail: list[tuple[Any, Any, Any]] = []
+        self._waiting = 0
         self._lock = threading.Lock()
 
     def fits(self, vectors: int) -> bool:
@@ -62,7 +65,7 @@ class RoughScan:
 
     def forget(self) -> None:
         with self._lock:
-            self._rows, self._tail = None, None
+            self._rows, self._tail, self._waiting = None, [], 0
 
     def build(self, reader: apsw.Connection, table: str, dimension: int, scale: float, stop: threading.Event) -> bool:
         """Read every vector of ``table`` and keep its rough row. False when ``stop`` was set meanwhile (nothing
@@ -98,7 +101,7 @@ class RoughScan:
         del stacked
         with self._lock:
             self._rows = _Rows(table, ids, cells, rows, starts, directions, rough_scale)
-            self._tail = None
+            self._tail, self._waiting = [], 0
         return True
 
     def add(self, ids: list[int], cells: list[int], rows: Any) -> None:
@@ -108,14 +111,16 @@ class RoughScan:
             current = self._rows
             if current is None:
                 return
-            part = (arithmetic.ids(ids), arithmetic.ids(cells), rough_rows(rows, current.directions, current.scale))
-            self._tail = part if self._tail is None else arithmetic.stack3([self._tail, part], dtype="int8")
-            if len(self._tail[0]) >= max(TAIL_MIN, len(current.ids) // TAIL_SHARE):  # join, in cell order
+            self._tail.append(
+                (arithmetic.ids(ids), arithmetic.ids(cells), rough_rows(rows, current.directions, current.scale))
+            )
+            self._waiting += len(ids)
+            if self._waiting >= max(TAIL_MIN, len(current.ids) // TAIL_SHARE):  # join, in cell order
                 ids_, cells_, rows_, starts = arithmetic.by_cell(
-                    *arithmetic.stack3([(current.ids, current.cells, current.rows), self._tail], dtype="int8")
+                    *arithmetic.stack3([(current.ids, current.cells, current.rows), *self._tail], dtype="int8")
                 )
                 self._rows = _Rows(current.table, ids_, cells_, rows_, starts, current.directions, current.scale)
-                self._tail = None
+                self._tail, self._waiting = [], 0
 
     def search(
         self,
@@ -134,7 +139,9 @@ class RoughScan:
         kept for ``table`` (not built yet, or the cells were trained since): the caller reads the file."""
         arithmetic = _cells()
         with self._lock:
-            current, tail = self._rows, self._tail
+            if len(self._tail) > 1:
+                self._tail = [arithmetic.stack3(self._tail, dtype="int8")]
+            current, tail = self._rows, (self._tail[0] if self._tail else None)
         if current is None or current.table != table:
             return None
         query = arithmetic.from_bytes(vector, dimension)[0]
