@@ -227,6 +227,7 @@ def test_past_the_memory_budget_searches_read_rough_rows(started: list[Daemon], 
     status = embedded(d, ws, timeout=120)
     assert status["total"] > 600
     wait_for(lambda: vectors(d, ws)["scan"] == "rough", 60)
+    assert "searched from rough rows in memory" in d.memoryctl("status", "--workspace", ws).stdout  # as a user reads it
     top = search(d, ws, "how do we replace the TLS certificate?", mode="vector", limit=3)["hits"][0]
     assert "替换证书" in top["snippet"] and top["via"] == "vector"
     hits = search(d, ws, "烧录引导程序的时候要拉高哪个引脚？", mode="vector", limit=5)["hits"]
