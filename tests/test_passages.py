@@ -141,3 +141,79 @@ def test_a_snippet_full_of_matches_stays_within_the_default_cap() -> None:
     text = passages.snippet(lines, ("needle",), 700)
     assert len(text) <= 700 and text.endswith("…") and text.startswith("**needle**")
     assert text.count(passages.MARK) % 2 == 0
+
+
+_VOCABULARY = [
+    "timeout",
+    "Timeouts",
+    "uart",
+    "UART",
+    "ing",
+    "set",
+    "setting",
+    "串口",
+    "超时",
+    "串口超时",
+    "flow",
+    "x",
+    "a",
+]
+_PIECES = st.sampled_from(
+    [
+        "timeout",
+        "timeouts",
+        "TIMEOUTED",
+        "uart",
+        "Uarts",
+        "setting",
+        "settings",
+        "resetting",
+        "串口",
+        "超时",
+        "流控",
+        "flow",
+        "flowing",
+        "x",
+        "xs",
+        "a",
+        " ",
+        " ",
+        "\n",
+        "-",
+        "_",
+        ".",
+        "9",
+        "é",
+        "ß",
+        "İ",
+        "Σ",
+        "ing",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(_PIECES, max_size=40).map("".join),
+    st.lists(st.sampled_from(_VOCABULARY), min_size=1, max_size=4, unique=True).map(tuple),
+    st.integers(0, 30),
+    st.integers(0, 200),
+)
+def test_word_spans_are_what_the_pattern_finds(text: str, matched: tuple[str, ...], pos: int, width: int) -> None:
+    pos = min(pos, len(text))
+    endpos = min(len(text), pos + width)
+    pattern = passages._pattern(matched)
+    assert pattern is not None
+    expected = [m.span() for m in passages._matches(pattern, text, pos, endpos)]
+    assert passages.word_spans(text, matched, pos, endpos) == expected
+
+
+def test_word_spans_mark_words_by_their_stem_and_longest_first() -> None:
+    text = "UART timeouts; the timeoutx, a 串口超时 and resetting"
+    assert [
+        text[a:b] for a, b in passages.word_spans(text, ("timeout", "uart", "串口", "串口超时", "超时", "set"))
+    ] == [
+        "UART",
+        "timeouts",
+        "串口超时",
+    ]

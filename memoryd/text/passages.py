@@ -157,35 +157,33 @@ def ranked(sections: list[tuple[float, list[str]]], words: list[str], limit: int
     return out[:limit]
 
 
-def snippet(lines: list[str], matched: tuple[str, ...], max_chars: int) -> str:  # noqa: PLR0912 (under review: search quality)
+def snippet(lines: list[str], matched: tuple[str, ...], max_chars: int) -> str:
     """The passage's text, at most ``max_chars`` characters of it around the first matched word (… marks a cut),
     each matched word wrapped in ``MARK``. The cap counts everything returned, markers and ellipses included, and a
     cut never falls inside a marked word: a marked word that does not fit is left out whole."""
     if lines and lines[0].startswith("#"):
         lines = lines[1:]  # a section that came back whole: its heading is in the hit already
     body = "\n".join(lines).strip("\n")
-    pattern = _pattern(matched)
     start = 0
-    if len(body) > max_chars and pattern is not None:
-        first = next(_matches(pattern, body), None)
-        if first is not None and first.start() > max_chars // 2:
-            start = body.rfind("\n", 0, first.start()) + 1
-            if first.start() - start > max_chars // 3:
-                start = first.start() - max_chars // 4
+    if len(body) > max_chars and matched:
+        first = next(iter(word_spans(body, matched)), None)
+        if first is not None and first[0] > max_chars // 2:
+            start = body.rfind("\n", 0, first[0]) + 1
+            if first[0] - start > max_chars // 3:
+                start = first[0] - max_chars // 4
     lead = "…" if start else ""
     # Plain text and marked runs after ``start``; no run that starts past the window can fit.
     window = start + max_chars + 64
     pieces: list[tuple[str, bool]] = []  # (text, marked)
     last = start
-    if pattern is not None:
-        for match in _matches(pattern, body, start, min(window, len(body))):
-            if pieces and pieces[-1][1] and match.start() == last:  # adjacent words (串口 then 超时): one marked run
-                pieces[-1] = (pieces[-1][0] + match[0], True)
-            else:
-                if match.start() > last:
-                    pieces.append((body[last : match.start()], False))
-                pieces.append((match[0], True))
-            last = match.end()
+    for at, end in word_spans(body, matched, start, min(window, len(body))) if matched else ():
+        if pieces and pieces[-1][1] and at == last:  # adjacent words (串口 then 超时): one marked run
+            pieces[-1] = (pieces[-1][0] + body[at:end], True)
+        else:
+            if at > last:
+                pieces.append((body[last:at], False))
+            pieces.append((body[at:end], True))
+        last = end
     pieces.append((body[last:], False))
     whole = len(lead) + sum(len(text) + (2 * len(MARK) if marked else 0) for text, marked in pieces)
     if whole <= max_chars:
@@ -206,6 +204,62 @@ def snippet(lines: list[str], matched: tuple[str, ...], max_chars: int) -> str: 
             if budget <= 0:
                 break
     return lead + "".join(out) + "…"
+
+
+def word_spans(text: str, matched: tuple[str, ...], pos: int = 0, endpos: int | None = None) -> list[tuple[int, int]]:
+    """(start, end) of each of the ``matched`` words in ``text[pos:endpos]`` that starts a word (or is not Latin
+    letters): a Latin word by its stem and a plain ending, case aside, the longest word first where two start
+    together, left to right without overlaps — what :func:`_pattern` finds, found with ``str.find`` (compiling
+    that pattern costs 80–200 µs, and a new question's hits bring new word sets)."""
+    endpos = len(text) if endpos is None else min(endpos, len(text))
+    folded = text.lower()
+    if len(folded) != len(text):  # a letter whose lower case is longer (İ): offsets would drift; the pattern
+        pattern = _pattern(matched)
+        return [] if pattern is None else [m.span() for m in _matches(pattern, text, pos, endpos)]
+    found: dict[int, int] = {}  # start → end of the first word (in the pattern's order) found there
+    for key, latin in _alternatives(matched):
+        at = folded.find(key, pos, endpos)
+        while at >= 0:
+            if at not in found:
+                end = at + len(key)
+                if latin:  # the stem, then the first plain ending after which no letter or digit follows
+                    end = next(
+                        (
+                            e
+                            for ending in _PATTERN_ENDINGS
+                            if (e := end + len(ending)) <= endpos
+                            and folded.startswith(ending, end)
+                            and (e == endpos or not folded[e].isalnum())
+                        ),
+                        -1,
+                    )
+                if end > at:
+                    found[at] = end
+            at = folded.find(key, at + 1, endpos)
+    spans, last = [], pos
+    for at in sorted(found):
+        if at >= last:  # the pattern's matches do not overlap: a word inside the one before is not one
+            last = found[at]
+            if not (at and _is_word_char(text[at - 1]) and _is_word_char(text[at])):
+                spans.append((at, last))
+    return spans
+
+
+_PATTERN_ENDINGS = ("ing", "ed", "es", "s", "")  # the pattern's ending, tried in its order
+
+
+@lru_cache(maxsize=1024)
+def _alternatives(matched: tuple[str, ...]) -> tuple[tuple[str, bool], ...]:
+    """The words as :func:`_pattern` tries them: longest first, each as (what to find in lower-cased text, whether
+    it is a Latin word found by its stem)."""
+    out = []
+    for word in sorted(matched, key=len, reverse=True):
+        key = word.lower()
+        latin = key.isascii() and _WORD.fullmatch(key) is not None
+        key = _stem(key) if latin else key
+        if key:
+            out.append((key, latin))
+    return tuple(out)
 
 
 def _matches(pattern: re.Pattern[str], text: str, pos: int = 0, endpos: int | None = None) -> Iterator[re.Match[str]]:
