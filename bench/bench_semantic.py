@@ -197,13 +197,14 @@ def latency(provider: str, mb: float, rounds: int = 200) -> None:
 
 def _wait_scan(rpc: Rpc, ws: str, deadline_s: float = 300) -> str:
     """Past the float rows' budget the embedding worker builds the rough rows once the backlog is done (decision
-    0022): until their status says so (or the deadline: past both budgets the file is what searches read)."""
+    0022): until their status says so (or the deadline: past both budgets the file is what searches read). A daemon
+    from before 0022 (an A/B run against an older tree) does not say: "not reported"."""
     deadline = time.monotonic() + deadline_s
-    while (scan := rpc.call("status", {"workspace": ws})["workspaces"][0]["vectors"]["scan"]) == "file":
+    while (scan := rpc.call("status", {"workspace": ws})["workspaces"][0]["vectors"].get("scan")) == "file":
         if time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    return str(scan)
+    return "not reported" if scan is None else str(scan)
 
 
 def _keep(source: Path, target: Path, queries: list[str]) -> None:
@@ -241,9 +242,14 @@ def _cell_recall(path: Path, queries: list[str]) -> None:
     """How much of the exact top 10 (sqlite-vec over every vector of the daemon's own file) the default search
     finds: the cells it probes, and the rough pass of the scan in memory (in-process)."""
     from memoryd.embed.local import UseM3
-    from memoryd.store import cells as arithmetic
-    from memoryd.store.vector_schema import extension_path
-    from memoryd.store.vectors import VectorIndex
+
+    try:
+        from memoryd.store import cells as arithmetic
+        from memoryd.store.vector_schema import extension_path
+        from memoryd.store.vectors import VectorIndex
+    except ImportError:  # an older tree (an A/B run): its vectors have no cells to measure
+        print("  recall of the cells and the two passes: not measured (this tree has neither)")
+        return
 
     index = VectorIndex(path, extension_path())
     index.open(UseM3.model, UseM3.dimension)
