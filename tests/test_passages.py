@@ -217,3 +217,15 @@ def test_word_spans_mark_words_by_their_stem_and_longest_first() -> None:
         "timeouts",
         "串口超时",
     ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(_PIECES, max_size=60).map("".join),
+    st.lists(st.sampled_from(_VOCABULARY), min_size=1, max_size=4, unique=True).map(tuple),
+    st.integers(0, 3000),
+)
+def test_the_first_word_is_found_without_reading_past_it(text: str, matched: tuple[str, ...], pad: int) -> None:
+    text = "y " * pad + text  # past the first read's size: the read grows until it is sure
+    spans = passages.word_spans(text, matched)
+    assert passages._first_word(text, matched) == (spans[0][0] if spans else None)

@@ -165,12 +165,11 @@ def snippet(lines: list[str], matched: tuple[str, ...], max_chars: int) -> str:
         lines = lines[1:]  # a section that came back whole: its heading is in the hit already
     body = "\n".join(lines).strip("\n")
     start = 0
-    if len(body) > max_chars and matched:
-        first = next(iter(word_spans(body, matched)), None)
-        if first is not None and first[0] > max_chars // 2:
-            start = body.rfind("\n", 0, first[0]) + 1
-            if first[0] - start > max_chars // 3:
-                start = first[0] - max_chars // 4
+    first = _first_word(body, matched) if len(body) > max_chars and matched else None
+    if first is not None and first > max_chars // 2:
+        start = body.rfind("\n", 0, first) + 1
+        if first - start > max_chars // 3:
+            start = first - max_chars // 4
     lead = "…" if start else ""
     # Plain text and marked runs after ``start``; no run that starts past the window can fit.
     window = start + max_chars + 64
@@ -212,8 +211,8 @@ def word_spans(text: str, matched: tuple[str, ...], pos: int = 0, endpos: int | 
     together, left to right without overlaps — what :func:`_pattern` finds, found with ``str.find`` (compiling
     that pattern costs 80–200 µs, and a new question's hits bring new word sets)."""
     endpos = len(text) if endpos is None else min(endpos, len(text))
-    folded = text.lower()
-    if len(folded) != len(text):  # a letter whose lower case is longer (İ): offsets would drift; the pattern
+    folded = text[:endpos].lower()  # what a span or its next character can be read from
+    if len(folded) != endpos:  # a letter whose lower case is longer (İ): offsets would drift; the pattern
         pattern = _pattern(matched)
         return [] if pattern is None else [m.span() for m in _matches(pattern, text, pos, endpos)]
     found: dict[int, int] = {}  # start → end of the first word (in the pattern's order) found there
@@ -246,6 +245,19 @@ def word_spans(text: str, matched: tuple[str, ...], pos: int = 0, endpos: int | 
 
 
 _PATTERN_ENDINGS = ("ing", "ed", "es", "s", "")  # the pattern's ending, tried in its order
+
+
+def _first_word(text: str, matched: tuple[str, ...]) -> int | None:
+    """Where :func:`word_spans`' first span starts, reading the text only as far as that (a code block kept whole
+    can be a megabyte): spans starting before ``size`` are exact once the read reaches a word's length past it."""
+    reach = max((len(key) for key, _ in _alternatives(matched)), default=0) + 4  # a stem, its ending, the next char
+    size = 1024
+    while True:
+        end = min(len(text), size + reach)
+        spans = word_spans(text, matched, 0, end)
+        if end == len(text) or (spans and spans[0][0] < size):
+            return spans[0][0] if spans else None
+        size *= 4
 
 
 @lru_cache(maxsize=1024)
